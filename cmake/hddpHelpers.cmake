@@ -1,0 +1,64 @@
+# Project-wide helpers: warnings, sanitizers, library targets and test registration.
+
+# Warnings for every hddp target; errors under -DHDDP_WERROR=ON (CI).
+function(hddp_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  if(HDDP_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(HDDP_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# hddp_library(<folder> SOURCES ... HEADERS ...): target hddp_<folder>, alias hddp::<folder>,
+# exported as hddp::<folder>; headers install to include/hddp/<folder>/, so consumers write
+# #include "kernels/gemm.h" exactly as the project does.
+function(hddp_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;HEADERS" ${ARGN})
+  add_library(hddp_${name} ${ARG_SOURCES})
+  add_library(hddp::${name} ALIAS hddp_${name})
+  set_target_properties(hddp_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME hddp_${name})
+  target_include_directories(hddp_${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/hddp>)
+  hddp_warnings(hddp_${name})
+  install(TARGETS hddp_${name} EXPORT hddpTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(FILES ${ARG_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hddp/${name})
+endfunction()
+
+# hddp_test(<name> LABELS ... SOURCES ... LIBS ... [TIMEOUT s]): one GoogleTest executable,
+# registered as one ctest entry (the gtest binary runs all its cases; failures name them).
+function(hddp_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "LABELS;SOURCES;LIBS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  hddp_warnings(${name})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+endfunction()
+
+# hddp_mpi_test(<name> RANKS n... COMMAND exe args... [LABELS ...] [TIMEOUT s]): registers
+# `mpiexec -n N --oversubscribe <exe> <args>` for each N as <name>.np<N>, label mpi.
+# The ctest TIMEOUT kills a hang; mpiexec's own --timeout kills its ranks a bit earlier.
+function(hddp_mpi_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "RANKS;COMMAND;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  math(EXPR _mpi_timeout "${ARG_TIMEOUT} - 10")
+  list(POP_FRONT ARG_COMMAND _exe)
+  foreach(np IN LISTS ARG_RANKS)
+    add_test(NAME ${name}.np${np}
+      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+              --timeout ${_mpi_timeout} --bind-to none $<TARGET_FILE:${_exe}> ${ARG_COMMAND})
+    set_tests_properties(${name}.np${np} PROPERTIES
+      LABELS "mpi;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${np}
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMPI_MCA_btl_vader_single_copy_mechanism=none")
+  endforeach()
+endfunction()

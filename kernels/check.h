@@ -1,0 +1,42 @@
+#pragma once
+// HDDP_CHECK(cond, message-stream): throws hddp::Error (or a chosen exception type) carrying
+// file:line and the message. Used at API boundaries, never inside hot loops.
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace hddp {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+[[noreturn]] inline void throw_at(const char* file, int line, const std::string& msg,
+                                  bool invalid_argument) {
+  std::string s = std::string(file) + ":" + std::to_string(line) + ": " + msg;
+  if (invalid_argument) throw std::invalid_argument(s);
+  throw Error(s);
+}
+}  // namespace detail
+}  // namespace hddp
+
+// HDDP_CHECK(x > 0, "x must be positive, got " << x);
+#define HDDP_CHECK(cond, msg)                                                         \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      std::ostringstream hddp_check_os_;                                              \
+      hddp_check_os_ << msg;                                                          \
+      ::hddp::detail::throw_at(__FILE__, __LINE__, hddp_check_os_.str(), false);      \
+    }                                                                                 \
+  } while (0)
+
+// Same, but throws std::invalid_argument: for bad arguments to a public function.
+#define HDDP_CHECK_ARG(cond, msg)                                                     \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      std::ostringstream hddp_check_os_;                                              \
+      hddp_check_os_ << msg;                                                          \
+      ::hddp::detail::throw_at(__FILE__, __LINE__, hddp_check_os_.str(), true);       \
+    }                                                                                 \
+  } while (0)

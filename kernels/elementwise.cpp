@@ -1,0 +1,108 @@
+#include "kernels/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hddp {
+
+// `if (work >= kParallelMin)` picks the parallel region; the loop bodies are the same either way.
+#define HDDP_PARALLEL_FOR(work)                 \
+  const bool hddp_parallel_ = (work) >= kParallelMin; \
+  _Pragma("omp parallel for schedule(static) if (hddp_parallel_)")
+
+template <class T>
+void add_bias_rows(int64_t M, int64_t N, const T* b, T* Y, int64_t ldy) {
+  HDDP_PARALLEL_FOR(M * N)
+  for (int64_t i = 0; i < M; ++i) {
+    T* y = Y + i * ldy;
+    for (int64_t j = 0; j < N; ++j) y[j] += b[j];
+  }
+}
+
+template <class T>
+void col_sums(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumulate) {
+  // Rows in order for each column: the same sums for any thread count (threads split columns).
+  constexpr int64_t JB = 64;
+  HDDP_PARALLEL_FOR(M * N)
+  for (int64_t j0 = 0; j0 < N; j0 += JB) {
+    const int64_t jn = std::min(JB, N - j0);
+    T acc[JB];
+    for (int64_t j = 0; j < jn; ++j) acc[j] = accumulate ? out[j0 + j] : T(0);
+    for (int64_t i = 0; i < M; ++i) {
+      const T* x = X + i * ldx + j0;
+      for (int64_t j = 0; j < jn; ++j) acc[j] += x[j];
+    }
+    for (int64_t j = 0; j < jn; ++j) out[j0 + j] = acc[j];
+  }
+}
+
+template <class T>
+void tanh_forward(int64_t n, const T* x, T* y) {
+  HDDP_PARALLEL_FOR(n * 16)  // tanh costs ~16 simple operations
+  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+}
+
+template <class T>
+void tanh_backward(int64_t n, const T* y, const T* dy, T* dx) {
+  HDDP_PARALLEL_FOR(n)
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
+}
+
+template <class T>
+void axpy(int64_t n, T a, const T* x, T* y) {
+  HDDP_PARALLEL_FOR(n)
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+template <class T>
+void scale(int64_t n, T a, T* x) {
+  HDDP_PARALLEL_FOR(n)
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+template <class T>
+void adam_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, const AdamHyper& h) {
+  // Scalars in double, as PyTorch computes them in Python before the tensor ops.
+  const double bc1 = 1.0 - std::pow(h.beta1, double(step));
+  const double bc2 = 1.0 - std::pow(h.beta2, double(step));
+  const T step_size = T(h.lr / bc1), bc2_sqrt = T(std::sqrt(bc2));
+  const T b1 = T(h.beta1), b2 = T(h.beta2), eps = T(h.eps), wd = T(h.weight_decay);
+  const T one_b1 = T(1.0 - h.beta1), one_b2 = T(1.0 - h.beta2);
+  HDDP_PARALLEL_FOR(n * 8)
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = wd != T(0) ? grad[i] + wd * param[i] : grad[i];
+    m[i] = m[i] * b1 + one_b1 * g;
+    v[i] = v[i] * b2 + one_b2 * g * g;
+    const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    param[i] -= step_size * (m[i] / denom);
+  }
+}
+
+template <class T>
+void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const SgdHyper& h) {
+  const T lr = T(h.lr), mom = T(h.momentum), wd = T(h.weight_decay);
+  const bool first = step <= 1;
+  HDDP_PARALLEL_FOR(n)
+  for (int64_t i = 0; i < n; ++i) {
+    T g = wd != T(0) ? grad[i] + wd * param[i] : grad[i];
+    if (mom != T(0)) {
+      buf[i] = first ? g : mom * buf[i] + g;
+      g = h.nesterov ? g + mom * buf[i] : buf[i];
+    }
+    param[i] -= lr * g;
+  }
+}
+
+#define HDDP_INSTANTIATE(T)                                                              \
+  template void add_bias_rows<T>(int64_t, int64_t, const T*, T*, int64_t);               \
+  template void col_sums<T>(int64_t, int64_t, const T*, int64_t, T*, bool);              \
+  template void tanh_forward<T>(int64_t, const T*, T*);                                  \
+  template void tanh_backward<T>(int64_t, const T*, const T*, T*);                       \
+  template void axpy<T>(int64_t, T, const T*, T*);                                       \
+  template void scale<T>(int64_t, T, T*);                                                \
+  template void adam_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamHyper&); \
+  template void sgd_update<T>(int64_t, T*, const T*, T*, int64_t, const SgdHyper&);
+HDDP_INSTANTIATE(float)
+HDDP_INSTANTIATE(double)
+
+}  // namespace hddp

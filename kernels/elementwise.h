@@ -1,0 +1,58 @@
+#pragma once
+// Element-wise kernels of the layers and optimizers, over plain buffers. Loops are written
+// for the auto-vectoriser; OpenMP splits them only above kParallelMin elements (below that a
+// parallel region costs more than it saves). Every result is independent of the thread count.
+#include <cstdint>
+
+namespace hddp {
+
+inline constexpr int64_t kParallelMin = int64_t(1) << 16;
+
+// Y(M x N, row stride ldy): every row += b(N).
+template <class T>
+void add_bias_rows(int64_t M, int64_t N, const T* b, T* Y, int64_t ldy);
+
+// out(N) = column sums of X(M x N, row stride ldx); accumulate: out += sums.
+template <class T>
+void col_sums(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumulate);
+
+// y = tanh(x); x and y may alias.
+template <class T>
+void tanh_forward(int64_t n, const T* x, T* y);
+
+// dx = dy * (1 - y^2), from the saved output y = tanh(x); dx may alias dy.
+template <class T>
+void tanh_backward(int64_t n, const T* y, const T* dy, T* dx);
+
+// y += a * x
+template <class T>
+void axpy(int64_t n, T a, const T* x, T* y);
+
+// x *= a
+template <class T>
+void scale(int64_t n, T a, T* x);
+
+// Adam step over a flat array, PyTorch's torch.optim.Adam (amsgrad=False, maximize=False):
+//   g = grad + weight_decay * param
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g * g
+//   param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// step is t, counted from 1.
+struct AdamHyper {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+};
+template <class T>
+void adam_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, const AdamHyper& h);
+
+// SGD step, PyTorch's torch.optim.SGD (dampening 0):
+//   g = grad + weight_decay * param
+//   momentum > 0: buf = (first step ? g : momentum * buf + g); g = nesterov ? g + momentum*buf : buf
+//   param -= lr * g
+struct SgdHyper {
+  double lr = 1e-2, momentum = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+};
+template <class T>
+void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const SgdHyper& h);
+
+}  // namespace hddp

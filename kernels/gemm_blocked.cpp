@@ -1,0 +1,203 @@
+// hddp's GEMM: the Goto/BLIS algorithm. Five loops around one micro-kernel:
+//   loop 5 (jc, NC)  columns of C and B
+//   loop 4 (pc, KC)  the shared dimension: pack a KC x NC panel of B
+//   loop 3 (ic, MC)  rows of C and A: pack an MC x KC block of A
+//   loop 2 (jr, NR)  micro-panels of packed B
+//   loop 1 (ir, MR)  micro-panels of packed A -> micro-kernel on an MR x NR tile of C
+// References: Goto & van de Geijn, "Anatomy of high-performance matrix multiplication"
+// (TOMS 2008); Van Zee & van de Geijn, "BLIS" (TOMS 2015); BLISlab.
+//
+// Threads: C is cut into a tm x tn grid of tiles whose edges fall on MR/NR multiples; each
+// thread runs the five loops on its own tile with its own packing buffers, so there is no
+// barrier inside, and every element of C sees exactly the same operations, in the same order,
+// for any thread count (bitwise identical results). The K dimension is never split.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "kernels/gemm_blocking.h"
+#include "kernels/gemm_common.h"
+#include "kernels/gemm_pack.h"
+#include "kernels/gemm_ukernel.h"
+
+namespace hddp {
+namespace detail {
+namespace {
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// One thread's packing buffers, allocated on first use and grown only up to the bounds
+// MC*KC (A) and KC*NC (B), then reused by every later call on that thread.
+template <class T>
+struct PackBuffers {
+  std::unique_ptr<T, AlignedFree> a, b;
+  int64_t a_size = 0, b_size = 0;
+
+  static void reserve(std::unique_ptr<T, AlignedFree>& buf, int64_t& size, int64_t need) {
+    if (need <= size) return;
+    const size_t bytes = (static_cast<size_t>(need) * sizeof(T) + 63) / 64 * 64;
+    T* p = static_cast<T*>(std::aligned_alloc(64, bytes));
+    HDDP_CHECK(p != nullptr, "gemm: cannot allocate " << bytes << " bytes of packing buffer");
+    buf.reset(p);
+    size = need;
+  }
+};
+
+template <class T>
+PackBuffers<T>& thread_buffers() {
+  thread_local PackBuffers<T> buffers;
+  return buffers;
+}
+
+template <class T>
+struct Problem {
+  Trans ta, tb;
+  int64_t M, N, K;
+  T alpha;
+  const T* A;
+  int64_t lda;
+  const T* B;
+  int64_t ldb;
+  T beta;
+  T* C;
+  int64_t ldc;
+  UKernel<T> ukernel;
+};
+
+// The five loops over the tile C[m0:m1, n0:n1].
+template <class T>
+void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  using Bk = Blocking<T>;
+  constexpr int64_t MR = Bk::MR, NR = Bk::NR, MC = Bk::MC, KC = Bk::KC, NC = Bk::NC;
+  PackBuffers<T>& buf = thread_buffers<T>();
+  const int64_t kc_max = std::min(KC, p.K);
+  PackBuffers<T>::reserve(buf.a, buf.a_size, std::min(MC, (m1 - m0 + MR - 1) / MR * MR) * kc_max);
+  PackBuffers<T>::reserve(buf.b, buf.b_size, std::min(NC, (n1 - n0 + NR - 1) / NR * NR) * kc_max);
+  T* const abuf = buf.a.get();
+  T* const bbuf = buf.b.get();
+  alignas(64) T edge[MR * NR];
+
+  for (int64_t jc = n0; jc < n1; jc += NC) {                        // loop 5
+    const int64_t nc = std::min(NC, n1 - jc);
+    for (int64_t pc = 0; pc < p.K; pc += KC) {                      // loop 4
+      const int64_t kc = std::min(KC, p.K - pc);
+      const T beta = pc == 0 ? p.beta : T(1);
+      pack_b<NR>(p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf);
+      for (int64_t ic = m0; ic < m1; ic += MC) {                    // loop 3
+        const int64_t mc = std::min(MC, m1 - ic);
+        pack_a<MR>(p.ta, p.A, p.lda, ic, pc, mc, kc, abuf);
+        for (int64_t jr = 0; jr < nc; jr += NR) {                   // loop 2
+          const int64_t nr = std::min(NR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += MR) {                 // loop 1
+            const int64_t mr = std::min(MR, mc - ir);
+            T* c = p.C + (ic + ir) * p.ldc + jc + jr;
+            if (mr == MR && nr == NR) {
+              p.ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, beta, c, p.ldc);
+            } else {  // edge tile: full tile into a buffer, then the valid part into C
+              p.ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, T(0), edge, NR);
+              for (int64_t i = 0; i < mr; ++i)
+                for (int64_t j = 0; j < nr; ++j) {
+                  T& cij = c[i * p.ldc + j];
+                  cij = beta == T(0) ? edge[i * NR + j] : edge[i * NR + j] + beta * cij;
+                }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Threads for a product of this size: at least kMinFlopsPerThread of work each.
+int threads_for(int64_t M, int64_t N, int64_t K) {
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const int by_work = static_cast<int>(std::min<double>(flops / kMinFlopsPerThread, 1 << 20));
+  return std::max(1, std::min(omp_get_max_threads(), by_work));
+}
+
+// A tm x tn grid of tiles for nt threads over mu x nu micro-tiles: the factorisation that
+// minimises the largest tile's packing volume (rows + columns); fewer threads if none fits.
+struct Grid {
+  int tm, tn;
+};
+Grid choose_grid(int nt, int64_t mu, int64_t nu, int64_t MR, int64_t NR) {
+  for (; nt > 1; --nt) {
+    Grid best{0, 0};
+    int64_t best_cost = 0;
+    for (int tm = 1; tm <= nt; ++tm) {
+      if (nt % tm) continue;
+      const int tn = nt / tm;
+      if (tm > mu || tn > nu) continue;
+      const int64_t cost = (mu + tm - 1) / tm * MR + (nu + tn - 1) / tn * NR;
+      if (best.tm == 0 || cost < best_cost) best = {tm, tn}, best_cost = cost;
+    }
+    if (best.tm) return best;
+  }
+  return {1, 1};
+}
+
+}  // namespace
+
+const Kernels& cpu_kernels() {
+  static const Kernels& k = [] () -> const Kernels& {
+    const char* force = std::getenv("HDDP_GEMM_KERNEL");
+    if (force && std::string(force) == "portable") return portable_kernels();
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2_kernels();
+    return portable_kernels();
+  }();
+  return k;
+}
+
+}  // namespace detail
+
+template <class T>
+void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                  int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  using namespace detail;
+  if (gemm_prologue(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+  const KernelSet<T>& ks = kernel_set<T>(cpu_kernels());
+
+  // Tiny products: the direct path (its panel must fit the stack buffer).
+  constexpr int64_t V = 32 / sizeof(T);
+  const int64_t small_cols = (N < V && M > N) ? M : N;
+  if (M * N * K <= kSmallMaxMNK && K * ((small_cols + V - 1) / V * V) <= kSmallMaxPack) {
+    ks.small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+
+  constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
+  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ks.ukernel};
+  const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;
+  const Grid g = choose_grid(threads_for(M, N, K), mu, nu, MR, NR);
+  if (g.tm * g.tn == 1) {
+    blocked_tile(p, 0, M, 0, N);
+    return;
+  }
+  // Parallel regions cannot throw out: catch on the thread, rethrow after.
+  std::exception_ptr error;
+#pragma omp parallel num_threads(g.tm * g.tn)
+  {
+    const int t = omp_get_thread_num(), ti = t / g.tn, tj = t % g.tn;
+    const int64_t m0 = std::min(M, mu * ti / g.tm * MR), m1 = std::min(M, mu * (ti + 1) / g.tm * MR);
+    const int64_t n0 = std::min(N, nu * tj / g.tn * NR), n1 = std::min(N, nu * (tj + 1) / g.tn * NR);
+    try {
+      if (m0 < m1 && n0 < n1) blocked_tile(p, m0, m1, n0, n1);
+    } catch (...) {
+#pragma omp critical(hddp_gemm_error)
+      error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+template void gemm_blocked<float>(Trans, Trans, int64_t, int64_t, int64_t, float, const float*,
+                                  int64_t, const float*, int64_t, float, float*, int64_t);
+template void gemm_blocked<double>(Trans, Trans, int64_t, int64_t, int64_t, double, const double*,
+                                   int64_t, const double*, int64_t, double, double*, int64_t);
+
+}  // namespace hddp

@@ -1,0 +1,63 @@
+#pragma once
+// Packing for the blocked GEMM (BLIS layout). Edge micro-panels are zero-padded so the
+// micro-kernel always runs full MR x NR tiles.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/gemm.h"
+
+namespace hddp::detail {
+
+// op(A)(i, k) for i < mc, k < kc, starting at (i0, k0), into ceil(mc/MR) micro-panels:
+// dst[(i/MR)*MR*kc + k*MR + i%MR].
+template <int64_t MR, class T>
+void pack_a(Trans ta, const T* A, int64_t lda, int64_t i0, int64_t k0, int64_t mc, int64_t kc,
+            T* dst) {
+  for (int64_t ir = 0; ir < mc; ir += MR) {
+    const int64_t mr = std::min(MR, mc - ir);
+    T* d = dst + ir * kc;
+    if (ta == Trans::No) {  // row i of A is contiguous in k
+      const T* a = A + (i0 + ir) * lda + k0;
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t i = 0; i < mr; ++i) d[k * MR + i] = a[i * lda + k];
+        for (int64_t i = mr; i < MR; ++i) d[k * MR + i] = T(0);
+      }
+    } else {  // A is stored K x M: op(A)(i, k) = A[k*lda + i], contiguous in i
+      const T* a = A + k0 * lda + i0 + ir;
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t i = 0; i < mr; ++i) d[k * MR + i] = a[k * lda + i];
+        for (int64_t i = mr; i < MR; ++i) d[k * MR + i] = T(0);
+      }
+    }
+  }
+}
+
+// op(B)(k, j) for k < kc, j < nc, starting at (k0, j0), into ceil(nc/NR) micro-panels:
+// dst[(j/NR)*NR*kc + k*NR + j%NR].
+template <int64_t NR, class T>
+void pack_b(Trans tb, const T* B, int64_t ldb, int64_t k0, int64_t j0, int64_t kc, int64_t nc,
+            T* dst) {
+  for (int64_t jr = 0; jr < nc; jr += NR) {
+    const int64_t nr = std::min(NR, nc - jr);
+    T* d = dst + jr * kc;
+    if (tb == Trans::No) {  // row k of B is contiguous in j
+      const T* b = B + k0 * ldb + j0 + jr;
+      for (int64_t k = 0; k < kc; ++k) {
+        if (nr == NR) {
+          for (int64_t j = 0; j < NR; ++j) d[k * NR + j] = b[k * ldb + j];
+        } else {
+          for (int64_t j = 0; j < nr; ++j) d[k * NR + j] = b[k * ldb + j];
+          for (int64_t j = nr; j < NR; ++j) d[k * NR + j] = T(0);
+        }
+      }
+    } else {  // B is stored N x K: op(B)(k, j) = B[j*ldb + k]
+      const T* b = B + (j0 + jr) * ldb + k0;
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t j = 0; j < nr; ++j) d[k * NR + j] = b[j * ldb + k];
+        for (int64_t j = nr; j < NR; ++j) d[k * NR + j] = T(0);
+      }
+    }
+  }
+}
+
+}  // namespace hddp::detail

@@ -1,0 +1,150 @@
+#pragma once
+// Direct path for tiny GEMMs such as the tutorial's (32x1)(1x20) and (32x20)(20x1): one
+// operand is copied into a small zero-padded stack panel P, the other is read in place, and
+// C is written once. No threads, no heap, no big packing: tens of nanoseconds per call.
+//
+// Included by each micro-kernel file inside its own namespace (HDDP_ISA), so the same loops
+// are compiled once per instruction set without ODR clashes. The loops are plain C++ shaped
+// for the auto-vectoriser: W columns of P (two SIMD registers) times RB rows in registers.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/gemm.h"
+#include "kernels/gemm_blocking.h"
+
+#ifndef HDDP_ISA
+#error "define HDDP_ISA (the namespace for this instruction set) before including gemm_small.h"
+#endif
+
+namespace hddp::detail::HDDP_ISA {
+
+// Canonical form: out(r, c) = sum_k X(r, k) * P[k*ldp + c], for r < R, c < Cn;
+// X(r, k) = X[r*rsx + k*csx]; out(r, c) lives at C[r*rsc + c*csc].
+template <class T>
+struct SmallProblem {
+  int64_t R, Cn, K;
+  const T* X;
+  int64_t rsx, csx;
+  const T* P;
+  int64_t ldp;
+  T alpha, beta;
+  T* C;
+  int64_t rsc, csc;
+};
+
+// GCC/Clang vector extensions: 256 bits of T. Without AVX the compiler lowers each one to
+// two SSE registers, so the same source serves every instruction set.
+template <class T, int Lanes>
+struct Simd {
+  static constexpr int V = Lanes;
+  typedef T vec __attribute__((vector_size(Lanes * sizeof(T))));
+  typedef T uvec __attribute__((vector_size(Lanes * sizeof(T)), aligned(alignof(T))));  // unaligned
+};
+
+// RB rows x W columns starting at (r0, c0), in registers of L lanes; cn <= W of the
+// columns are valid.
+template <int RB, int W, int L, class T>
+inline void small_block(const SmallProblem<T>& p, int64_t r0, int64_t c0, int64_t cn) {
+  using S = Simd<T, L>;
+  using vec = typename S::vec;
+  constexpr int NV = W / L;  // registers per row
+  vec acc[RB][NV];
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = vec{};
+  const T* x = p.X + r0 * p.rsx;
+  for (int64_t k = 0; k < p.K; ++k) {
+    const typename S::uvec* pk = reinterpret_cast<const typename S::uvec*>(p.P + k * p.ldp + c0);
+    vec b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = pk[v];
+    for (int r = 0; r < RB; ++r) {
+      const T xr = x[r * p.rsx + k * p.csx];
+      for (int v = 0; v < NV; ++v) acc[r][v] += xr * b[v];
+    }
+  }
+  if (p.csc == 1 && cn == W) {  // whole registers straight into C
+    for (int r = 0; r < RB; ++r) {
+      typename S::uvec* c = reinterpret_cast<typename S::uvec*>(p.C + (r0 + r) * p.rsc + c0);
+      for (int v = 0; v < NV; ++v)
+        c[v] = p.beta == T(0) ? p.alpha * acc[r][v] : p.alpha * acc[r][v] + p.beta * c[v];
+    }
+    return;
+  }
+  // Edge chunk or strided C (transposed orientation): through a tile, element by element.
+  alignas(64) T tile[RB][W];
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) *reinterpret_cast<vec*>(&tile[r][v * L]) = p.alpha * acc[r][v];
+  T* c = p.C + r0 * p.rsc + c0 * p.csc;
+  for (int r = 0; r < RB; ++r)
+    for (int64_t w = 0; w < cn; ++w) {
+      T& cw = c[r * p.rsc + w * p.csc];
+      cw = p.beta == T(0) ? tile[r][w] : tile[r][w] + p.beta * cw;
+    }
+}
+
+// All rows for one column chunk, RB rows at a time, the remainder with fewer rows.
+template <int RB, int W, int L, class T>
+inline void small_chunk(const SmallProblem<T>& p, int64_t c0) {
+  const int64_t cn = std::min<int64_t>(W, p.Cn - c0);
+  int64_t r = 0;
+  for (; r + RB <= p.R; r += RB) small_block<RB, W, L>(p, r, c0, cn);
+  switch (p.R - r) {
+    case 7: if constexpr (RB > 7) small_block<7, W, L>(p, r, c0, cn); break;
+    case 6: if constexpr (RB > 6) small_block<6, W, L>(p, r, c0, cn); break;
+    case 5: if constexpr (RB > 5) small_block<5, W, L>(p, r, c0, cn); break;
+    case 4: if constexpr (RB > 4) small_block<4, W, L>(p, r, c0, cn); break;
+    case 3: small_block<3, W, L>(p, r, c0, cn); break;
+    case 2: small_block<2, W, L>(p, r, c0, cn); break;
+    case 1: small_block<1, W, L>(p, r, c0, cn); break;
+    default: break;
+  }
+}
+
+template <class T>
+void gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  constexpr int V = 32 / sizeof(T);  // elements per 256-bit register
+  // Orientation: columns of the canonical form run along C's rows (contiguous stores)
+  // unless N is tiny and M is not; then compute C^T = op(B)^T op(A)^T instead.
+  const bool transposed = N < V && M > N;
+  SmallProblem<T> p{};
+  p.K = K;
+  p.alpha = alpha;
+  p.beta = beta;
+  p.C = C;
+  alignas(64) T panel[kSmallMaxPack];
+  int64_t cols;
+  if (!transposed) {
+    p.R = M, cols = N;
+    p.X = A, p.rsx = ta == Trans::No ? lda : 1, p.csx = ta == Trans::No ? 1 : lda;
+    p.rsc = ldc, p.csc = 1;
+  } else {
+    p.R = N, cols = M;
+    p.X = B, p.rsx = tb == Trans::No ? 1 : ldb, p.csx = tb == Trans::No ? ldb : 1;
+    p.rsc = 1, p.csc = ldc;
+  }
+  p.Cn = cols;
+  constexpr int H = V / 2;  // lanes of a 128-bit register
+  p.ldp = (cols + H - 1) / H * H;
+  // P(k, c): op(B)(k, c) in the normal orientation, op(A)(c, k) in the transposed one.
+  for (int64_t k = 0; k < K; ++k) {
+    T* dst = panel + k * p.ldp;
+    if (!transposed) {
+      if (tb == Trans::No) std::copy(B + k * ldb, B + k * ldb + cols, dst);
+      else for (int64_t c = 0; c < cols; ++c) dst[c] = B[c * ldb + k];
+    } else {
+      if (ta == Trans::Yes) std::copy(A + k * lda, A + k * lda + cols, dst);
+      else for (int64_t c = 0; c < cols; ++c) dst[c] = A[c * lda + k];
+    }
+    std::fill(dst + cols, dst + p.ldp, T(0));
+  }
+  p.P = panel;
+  // Column chunks of 2, 1 and 1/2 registers (256-bit), so that a width such as 20 floats is
+  // covered by whole registers (16 + 4); only a remainder below 1/2 register goes element-wise.
+  int64_t c0 = 0;
+  for (; cols - c0 >= 2 * V; c0 += 2 * V) small_chunk<4, 2 * V, V>(p, c0);
+  if (cols - c0 >= V) small_chunk<8, V, V>(p, c0), c0 += V;
+  if (cols - c0 >= H) small_chunk<8, H, H>(p, c0), c0 += H;
+  if (cols - c0 > 0) small_chunk<8, H, H>(p, c0);
+}
+
+}  // namespace hddp::detail::HDDP_ISA

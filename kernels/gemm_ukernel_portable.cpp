@@ -1,0 +1,31 @@
+// Portable micro-kernel and direct path: plain C++, built with the default flags, so it runs
+// on any CPU. The AVX2+FMA twin is gemm_ukernel_avx2.cpp.
+#define HDDP_ISA portable
+#include "kernels/gemm_small.h"
+#include "kernels/gemm_ukernel.h"
+
+namespace hddp::detail {
+namespace {
+
+template <class T>
+void ukernel_portable(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
+  constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
+  T acc[MR][NR] = {};
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t i = 0; i < MR; ++i)
+      for (int64_t j = 0; j < NR; ++j) acc[i][j] += a[p * MR + i] * b[p * NR + j];
+  for (int64_t i = 0; i < MR; ++i)
+    for (int64_t j = 0; j < NR; ++j)
+      c[i * ldc + j] = beta == T(0) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * c[i * ldc + j];
+}
+
+}  // namespace
+
+const Kernels& portable_kernels() {
+  static const Kernels k{"portable",
+                         {&ukernel_portable<float>, &portable::gemm_small<float>},
+                         {&ukernel_portable<double>, &portable::gemm_small<double>}};
+  return k;
+}
+
+}  // namespace hddp::detail

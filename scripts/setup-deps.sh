@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages hddp needs, and only those that are missing.
+# Idempotent and quiet; needs root or sudo; waits while another apt holds the lock.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config
+  libopenmpi-dev openmpi-bin
+  libopenblas-openmp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgnuplot-iostream-dev libboost-iostreams-dev gnuplot-nox
+  poppler-utils
+)
+# Extra packages a caller may ask for (e.g. the Slurm test), passed as arguments.
+PKGS+=("$@")
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+
+echo "setup-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt_retry() {
+  # -o DPkg::Lock::Timeout waits for the dpkg lock; the loop also covers the lists lock.
+  local i
+  for i in $(seq 1 30); do
+    if $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 -qq "$@" >/tmp/hddp-apt.$$.log 2>&1; then
+      rm -f /tmp/hddp-apt.$$.log; return 0
+    fi
+    if grep -qiE 'lock|Could not get' /tmp/hddp-apt.$$.log; then sleep 5; continue; fi
+    cat /tmp/hddp-apt.$$.log >&2; rm -f /tmp/hddp-apt.$$.log; return 1
+  done
+  cat /tmp/hddp-apt.$$.log >&2; rm -f /tmp/hddp-apt.$$.log; return 1
+}
+apt_retry update
+apt_retry install -y --no-install-recommends "${missing[@]}"

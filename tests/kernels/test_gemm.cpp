@@ -1,0 +1,185 @@
+// GEMM against a long-double oracle: every backend, both precisions, all transpose pairs,
+// edge sizes around the blocking parameters, padded leading dimensions, alpha/beta special
+// values (C poisoned with NaN/Inf when beta == 0), and bitwise equality across thread counts.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gemm_oracle.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_blocking.h"
+
+using namespace hddp;
+using hddp::test::GemmCase;
+using hddp::test::GemmFn;
+
+namespace {
+
+constexpr Trans kTrans[] = {Trans::No, Trans::Yes};
+
+template <class T>
+struct Backends {
+  static std::vector<std::pair<const char*, GemmFn<T>>> all() {
+    return {{"blocked", &gemm_blocked<T>}, {"openblas", &gemm_openblas<T>}, {"naive", &gemm_naive<T>}};
+  }
+};
+
+// Sizes that hit every edge of the blocking: 0..3, MR+-1, NR+-1, KC+-1, MC+1, primes, 1000.
+template <class T>
+std::vector<int64_t> edge_sizes() {
+  using B = detail::Blocking<T>;
+  return {0, 1, 2, 3, B::MR - 1, B::MR, B::MR + 1, B::NR - 1, B::NR + 1, B::KC - 1, B::KC + 1,
+          B::MC + 1, 7, 13, 31, 61, 127, 251, 293};
+}
+
+std::string describe(const GemmCase& c) {
+  return std::string(c.ta == Trans::No ? "N" : "T") + (c.tb == Trans::No ? "N" : "T") + " M=" +
+         std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+         " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) +
+         " pad=" + std::to_string(c.pad);
+}
+
+template <class T>
+void check_all_backends(const GemmCase& c, uint64_t seed) {
+  for (auto [name, fn] : Backends<T>::all()) {
+    ::testing::AssertionResult r = ::testing::AssertionSuccess();
+    hddp::test::run_and_check<T>(fn, c, seed, &r);
+    EXPECT_TRUE(r) << name << " " << (sizeof(T) == 4 ? "float " : "double ") << describe(c);
+  }
+}
+
+template <class T>
+class GemmTyped : public ::testing::Test {};
+using Types = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(GemmTyped, Types);
+
+// One dimension at a time swept over the edge sizes, the other two fixed at awkward values.
+TYPED_TEST(GemmTyped, EdgeSizesEachDimension) {
+  using T = TypeParam;
+  uint64_t seed = 1;
+  for (int dim = 0; dim < 3; ++dim)
+    for (int64_t s : edge_sizes<T>())
+      for (Trans ta : kTrans)
+        for (Trans tb : kTrans) {
+          GemmCase c{ta, tb, 37, 23, 19, 1.0, 0.0, int64_t(seed % 3)};
+          (dim == 0 ? c.M : dim == 1 ? c.N : c.K) = s;
+          check_all_backends<T>(c, seed++);
+        }
+}
+
+// alpha in {0, 1, -0.5} x beta in {0, 1, 0.3} on shapes that take the direct path, the
+// blocked path and the threaded path.
+TYPED_TEST(GemmTyped, AlphaBeta) {
+  using T = TypeParam;
+  const int64_t shapes[][3] = {{32, 20, 1}, {32, 1, 20}, {32, 20, 20}, {145, 67, 300}, {7, 300, 257}};
+  uint64_t seed = 100;
+  for (auto& s : shapes)
+    for (double alpha : {0.0, 1.0, -0.5})
+      for (double beta : {0.0, 1.0, 0.3})
+        for (Trans ta : kTrans)
+          for (Trans tb : kTrans)
+            check_all_backends<T>({ta, tb, s[0], s[1], s[2], alpha, beta, 2}, seed++);
+}
+
+// Primes and mixed sizes in all three dimensions at once.
+TYPED_TEST(GemmTyped, MixedPrimeShapes) {
+  using T = TypeParam;
+  const int64_t shapes[][3] = {{61, 127, 31}, {251, 13, 293}, {293, 251, 127}, {1, 293, 251},
+                               {293, 1, 61}, {127, 61, 1}, {3, 2, 1000}};
+  uint64_t seed = 500;
+  for (auto& s : shapes)
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans) check_all_backends<T>({ta, tb, s[0], s[1], s[2], 1.0, 0.3, 1}, seed++);
+}
+
+// One large product per transpose pair (crosses MC, KC and, for double, several NR panels).
+TYPED_TEST(GemmTyped, Size1000) {
+  using T = TypeParam;
+  uint64_t seed = 900;
+  for (Trans ta : kTrans)
+    for (Trans tb : kTrans) {
+      GemmCase c{ta, tb, 1000, 300, 1000, -0.5, 0.0, 3};
+      ::testing::AssertionResult r = ::testing::AssertionSuccess();
+      hddp::test::run_and_check<T>(&gemm_blocked<T>, c, seed++, &r);
+      EXPECT_TRUE(r) << describe(c);
+    }
+}
+
+// 1 and 2 threads give bitwise identical C (the parallel path is taken: work is above the
+// threshold), and so does a thread count that does not divide the tile grid evenly.
+TYPED_TEST(GemmTyped, BitwiseIdenticalAcrossThreadCounts) {
+  using T = TypeParam;
+  const int saved = omp_get_max_threads();
+  const int64_t shapes[][3] = {{300, 257, 301}, {1000, 67, 129}, {61, 1000, 200}};
+  uint64_t seed = 1000;
+  for (auto& s : shapes)
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans) {
+        GemmCase c{ta, tb, s[0], s[1], s[2], 1.0, 0.3, 1};
+        std::vector<std::vector<T>> results;
+        for (int nt : {1, 2, 3}) {
+          omp_set_num_threads(nt);
+          ::testing::AssertionResult r = ::testing::AssertionSuccess();
+          results.push_back(hddp::test::run_and_check<T>(&gemm_blocked<T>, c, seed, &r));
+          EXPECT_TRUE(r) << nt << " threads " << describe(c);
+        }
+        for (size_t i = 1; i < results.size(); ++i)
+          EXPECT_EQ(0, std::memcmp(results[0].data(), results[i].data(), results[0].size() * sizeof(T)))
+              << "results differ between 1 and " << i + 1 << " threads: " << describe(c);
+        ++seed;
+      }
+  omp_set_num_threads(saved);
+}
+
+// The public entry point follows the selected backend.
+TEST(GemmBackend, SelectAndParse) {
+  EXPECT_EQ(parse_gemm_backend("blocked"), GemmBackend::Blocked);
+  EXPECT_EQ(parse_gemm_backend("openblas"), GemmBackend::OpenBLAS);
+  EXPECT_EQ(parse_gemm_backend("naive"), GemmBackend::Naive);
+  EXPECT_THROW(parse_gemm_backend("fast"), std::invalid_argument);
+  EXPECT_THROW(parse_gemm_backend(""), std::invalid_argument);
+  for (GemmBackend b : {GemmBackend::Naive, GemmBackend::OpenBLAS, GemmBackend::Blocked}) {
+    set_gemm_backend(b);
+    EXPECT_EQ(gemm_backend(), b);
+    EXPECT_EQ(parse_gemm_backend(to_string(b)), b);
+    const float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1};
+    float C[4] = {NAN, NAN, NAN, NAN};
+    gemm(Trans::No, Trans::No, 2, 2, 3, 1.0f, A, 3, B, 2, 0.0f, C, 2);  // [[4,5],[10,11]]
+    EXPECT_EQ(C[0], 4.0f);
+    EXPECT_EQ(C[1], 5.0f);
+    EXPECT_EQ(C[2], 10.0f);
+    EXPECT_EQ(C[3], 11.0f);
+  }
+}
+
+// Invalid arguments throw std::invalid_argument naming the argument, on every backend.
+TEST(GemmArgs, InvalidArgumentsThrow) {
+  std::vector<float> a(100, 1.f), b(100, 1.f), c(100, 0.f);
+  for (auto [name, fn] : Backends<float>::all()) {
+    auto expect_throw = [&](const char* what, auto call) {
+      try {
+        call();
+        ADD_FAILURE() << name << ": no exception for bad " << what;
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      }
+    };
+    expect_throw("M", [&] { fn(Trans::No, Trans::No, -1, 2, 2, 1.f, a.data(), 2, b.data(), 2, 0.f, c.data(), 2); });
+    expect_throw("N", [&] { fn(Trans::No, Trans::No, 2, -1, 2, 1.f, a.data(), 2, b.data(), 2, 0.f, c.data(), 2); });
+    expect_throw("K", [&] { fn(Trans::No, Trans::No, 2, 2, -3, 1.f, a.data(), 2, b.data(), 2, 0.f, c.data(), 2); });
+    expect_throw("lda", [&] { fn(Trans::No, Trans::No, 4, 2, 3, 1.f, a.data(), 2, b.data(), 2, 0.f, c.data(), 2); });
+    expect_throw("lda", [&] { fn(Trans::Yes, Trans::No, 4, 2, 3, 1.f, a.data(), 3, b.data(), 2, 0.f, c.data(), 2); });
+    expect_throw("ldb", [&] { fn(Trans::No, Trans::No, 2, 5, 3, 1.f, a.data(), 3, b.data(), 4, 0.f, c.data(), 5); });
+    expect_throw("ldb", [&] { fn(Trans::No, Trans::Yes, 2, 5, 3, 1.f, a.data(), 3, b.data(), 2, 0.f, c.data(), 5); });
+    expect_throw("ldc", [&] { fn(Trans::No, Trans::No, 2, 5, 3, 1.f, a.data(), 3, b.data(), 5, 0.f, c.data(), 4); });
+    expect_throw("A is null", [&] { fn(Trans::No, Trans::No, 2, 2, 2, 1.f, nullptr, 2, b.data(), 2, 0.f, c.data(), 2); });
+    expect_throw("C is null", [&] { fn(Trans::No, Trans::No, 2, 2, 2, 1.f, a.data(), 2, b.data(), 2, 0.f, nullptr, 2); });
+    // M == 0 or N == 0 is a valid no-op, even with null pointers.
+    EXPECT_NO_THROW(fn(Trans::No, Trans::No, 0, 2, 2, 1.f, nullptr, 2, nullptr, 2, 0.f, nullptr, 2));
+  }
+}
+
+}  // namespace
