@@ -61,23 +61,28 @@ inline void small_block(const SmallProblem<T>& p, int64_t r0, int64_t c0, int64_
       for (int v = 0; v < NV; ++v) acc[r][v] += xr * b[v];
     }
   }
-  if (p.csc == 1 && cn == W) {  // whole registers straight into C
+  // Locals: stores into C (a T*) could otherwise alias p.alpha and p.beta.
+  const T alpha = p.alpha, beta = p.beta;
+  const int64_t rsc = p.rsc, csc = p.csc;
+  if (csc == 1 && cn == W) {  // whole registers straight into C
     for (int r = 0; r < RB; ++r) {
-      typename S::uvec* c = reinterpret_cast<typename S::uvec*>(p.C + (r0 + r) * p.rsc + c0);
-      for (int v = 0; v < NV; ++v)
-        c[v] = p.beta == T(0) ? p.alpha * acc[r][v] : p.alpha * acc[r][v] + p.beta * c[v];
+      typename S::uvec* c = reinterpret_cast<typename S::uvec*>(p.C + (r0 + r) * rsc + c0);
+      if (beta == T(0))
+        for (int v = 0; v < NV; ++v) c[v] = alpha * acc[r][v];
+      else
+        for (int v = 0; v < NV; ++v) c[v] = alpha * acc[r][v] + beta * c[v];
     }
     return;
   }
   // Edge chunk or strided C (transposed orientation): through a tile, element by element.
   alignas(64) T tile[RB][W];
   for (int r = 0; r < RB; ++r)
-    for (int v = 0; v < NV; ++v) *reinterpret_cast<vec*>(&tile[r][v * L]) = p.alpha * acc[r][v];
-  T* c = p.C + r0 * p.rsc + c0 * p.csc;
+    for (int v = 0; v < NV; ++v) *reinterpret_cast<vec*>(&tile[r][v * L]) = alpha * acc[r][v];
+  T* c = p.C + r0 * rsc + c0 * csc;
   for (int r = 0; r < RB; ++r)
     for (int64_t w = 0; w < cn; ++w) {
-      T& cw = c[r * p.rsc + w * p.csc];
-      cw = p.beta == T(0) ? tile[r][w] : tile[r][w] + p.beta * cw;
+      T& cw = c[r * rsc + w * csc];
+      cw = beta == T(0) ? tile[r][w] : tile[r][w] + beta * cw;
     }
 }
 
@@ -99,10 +104,105 @@ inline void small_chunk(const SmallProblem<T>& p, int64_t c0) {
   }
 }
 
+// K == 1: C = alpha * a b^T + beta * C, an outer product (the tutorial's Linear(1, 20)
+// forward and its input gradient). b is read in place when contiguous; one row of C at a time
+// in whole registers of 2V, V and V/2 lanes, the rest element-wise.
+template <class T>
+inline void small_outer(int64_t M, int64_t N, T alpha, const T* a, int64_t inca, const T* b,
+                        T beta, T* C, int64_t ldc) {
+  constexpr int V = 32 / sizeof(T), H = V / 2;
+  using V8 = typename Simd<T, V>::uvec;
+  using V4 = typename Simd<T, H>::uvec;
+  // Whole registers cover [0, nv); the columns past it (N % H of them) go element-wise.
+  const int64_t n8 = N / V * V, nv = N / H * H;
+  if (beta == T(0)) {
+    for (int64_t i = 0; i < M; ++i) {
+      const T ai = alpha * a[i * inca];
+      T* c = C + i * ldc;
+      for (int64_t j = 0; j < n8; j += V)
+        *reinterpret_cast<V8*>(c + j) = ai * *reinterpret_cast<const V8*>(b + j);
+      if (nv > n8) *reinterpret_cast<V4*>(c + n8) = ai * *reinterpret_cast<const V4*>(b + n8);
+#pragma GCC unroll 1
+      for (int64_t j = nv; j < N; ++j) c[j] = ai * b[j];
+    }
+  } else {
+    for (int64_t i = 0; i < M; ++i) {
+      const T ai = alpha * a[i * inca];
+      T* c = C + i * ldc;
+      for (int64_t j = 0; j < n8; j += V) {
+        V8& cj = *reinterpret_cast<V8*>(c + j);
+        cj = ai * *reinterpret_cast<const V8*>(b + j) + beta * cj;
+      }
+#pragma GCC unroll 1
+      for (int64_t j = n8; j < N; ++j) c[j] = ai * b[j] + beta * c[j];
+    }
+  }
+}
+
+// N == 1 with rows of A contiguous: C(i) = alpha * dot(A_i, b) + beta * C(i) (the tutorial's
+// Linear(20, 1) forward). Four rows at a time for independent accumulators.
+template <class T>
+inline void small_dot(int64_t M, int64_t K, T alpha, const T* A, int64_t lda, const T* b,
+                      T beta, T* C, int64_t ldc) {
+  constexpr int V = 32 / sizeof(T);
+  using VT = typename Simd<T, V>::uvec;
+  using VA = typename Simd<T, V>::vec;
+  auto hsum = [](VA v) {
+    T s = 0;
+    for (int l = 0; l < V; ++l) s += v[l];
+    return s;
+  };
+  int64_t i = 0;
+  for (; i + 4 <= M; i += 4) {
+    const T* a = A + i * lda;
+    VA s0{}, s1{}, s2{}, s3{};
+    int64_t k = 0;
+    for (; k + V <= K; k += V) {
+      const VA bk = *reinterpret_cast<const VT*>(b + k);
+      s0 += *reinterpret_cast<const VT*>(a + k) * bk;
+      s1 += *reinterpret_cast<const VT*>(a + lda + k) * bk;
+      s2 += *reinterpret_cast<const VT*>(a + 2 * lda + k) * bk;
+      s3 += *reinterpret_cast<const VT*>(a + 3 * lda + k) * bk;
+    }
+    T d[4] = {hsum(s0), hsum(s1), hsum(s2), hsum(s3)};
+    for (; k < K; ++k)
+      for (int r = 0; r < 4; ++r) d[r] += a[r * lda + k] * b[k];
+    for (int r = 0; r < 4; ++r) {
+      T& c = C[(i + r) * ldc];
+      c = beta == T(0) ? alpha * d[r] : alpha * d[r] + beta * c;
+    }
+  }
+  for (; i < M; ++i) {
+    T d = 0;
+    for (int64_t k = 0; k < K; ++k) d += A[i * lda + k] * b[k];
+    T& c = C[i * ldc];
+    c = beta == T(0) ? alpha * d : alpha * d + beta * c;
+  }
+}
+
 template <class T>
 void gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                 int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   constexpr int V = 32 / sizeof(T);  // elements per 256-bit register
+  alignas(64) T panel[kSmallMaxPack];
+  if (K == 1) {  // outer product: op(B) is one row; contiguous unless B is stored N x 1
+    const T* b = B;
+    if (tb == Trans::Yes && ldb != 1) {
+      for (int64_t j = 0; j < N; ++j) panel[j] = B[j * ldb];
+      b = panel;
+    }
+    small_outer(M, N, alpha, A, ta == Trans::No ? lda : 1, b, beta, C, ldc);
+    return;
+  }
+  if (N == 1 && ta == Trans::No) {  // dot products of A's rows with op(B)'s one column
+    const T* b = B;
+    if (tb == Trans::No && ldb != 1) {
+      for (int64_t k = 0; k < K; ++k) panel[k] = B[k * ldb];
+      b = panel;
+    }
+    small_dot(M, K, alpha, A, lda, b, beta, C, ldc);
+    return;
+  }
   // Orientation: columns of the canonical form run along C's rows (contiguous stores)
   // unless N is tiny and M is not; then compute C^T = op(B)^T op(A)^T instead.
   const bool transposed = N < V && M > N;
@@ -111,7 +211,6 @@ void gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
   p.alpha = alpha;
   p.beta = beta;
   p.C = C;
-  alignas(64) T panel[kSmallMaxPack];
   int64_t cols;
   if (!transposed) {
     p.R = M, cols = N;

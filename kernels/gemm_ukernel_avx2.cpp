@@ -52,7 +52,6 @@ void ukernel_avx2(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int6
   typename V::R c40 = V::zero(), c41 = V::zero(), c50 = V::zero(), c51 = V::zero();
 #pragma GCC unroll 4
   for (int64_t p = 0; p < k; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * NR), _MM_HINT_T0);
     const typename V::R b0 = V::load(b), b1 = V::load(b + L);
     typename V::R ai = V::bcast(a + 0);
     c00 = V::fma(ai, b0, c00), c01 = V::fma(ai, b1, c01);
