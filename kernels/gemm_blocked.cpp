@@ -21,6 +21,7 @@
 #include "kernels/gemm_common.h"
 #include "kernels/gemm_pack.h"
 #include "kernels/gemm_ukernel.h"
+#include "kernels/progress.h"
 
 namespace hddp {
 namespace detail {
@@ -70,7 +71,7 @@ struct Problem {
 
 // The five loops over the tile C[m0:m1, n0:n1].
 template <class T>
-void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool poll) {
   using Bk = Blocking<T>;
   constexpr int64_t MR = Bk::MR, NR = Bk::NR, MC = Bk::MC, KC = Bk::KC, NC = Bk::NC;
   PackBuffers<T>& buf = thread_buffers<T>();
@@ -106,6 +107,7 @@ void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64
                 }
             }
           }
+          if (poll) progress_poll();  // a few microseconds of work per call (progress.h)
         }
       }
     }
@@ -175,7 +177,7 @@ void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;
   const Grid g = choose_grid(threads_for(M, N, K), mu, nu, MR, NR);
   if (g.tm * g.tn == 1) {
-    blocked_tile(p, 0, M, 0, N);
+    blocked_tile(p, 0, M, 0, N, true);
     return;
   }
   // Parallel regions cannot throw out: catch on the thread, rethrow after.
@@ -186,7 +188,7 @@ void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
     const int64_t m0 = std::min(M, mu * ti / g.tm * MR), m1 = std::min(M, mu * (ti + 1) / g.tm * MR);
     const int64_t n0 = std::min(N, nu * tj / g.tn * NR), n1 = std::min(N, nu * (tj + 1) / g.tn * NR);
     try {
-      if (m0 < m1 && n0 < n1) blocked_tile(p, m0, m1, n0, n1);
+      if (m0 < m1 && n0 < n1) blocked_tile(p, m0, m1, n0, n1, t == 0);
     } catch (...) {
 #pragma omp critical(hddp_gemm_error)
       error = std::current_exception();

@@ -1,0 +1,77 @@
+#include "core/mpi_env.h"
+
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdlib>
+#include <iostream>
+
+namespace hddp::mpi {
+
+void check(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) std::snprintf(msg, sizeof msg, "error code %d", rc);
+  throw MpiError(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + msg);
+}
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "unknown";
+}
+
+Env::Env(int* argc, char*** argv, int required) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  HDDP_CHECK(!initialized, "hddp::mpi::Env: MPI is already initialised (one Env per process)");
+  HDDP_MPI(MPI_Init_thread(argc, argv, required, &provided_));
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (provided_ < required) {
+    const std::string msg = std::string("MPI provides ") + thread_level_name(provided_) + " but " +
+                            thread_level_name(required) +
+                            " is needed; use an MPI built with thread support (Open MPI: "
+                            "ompi_info | grep 'Thread support') or another progress strategy";
+    MPI_Finalize();
+    throw MpiError(msg);
+  }
+  HDDP_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  HDDP_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  host_ = host;
+}
+
+Env::~Env() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void print0(const Env& env, const char* fmt, ...) {
+  if (!env.root()) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vprintf(fmt, ap);
+  va_end(ap);
+  std::fflush(stdout);
+}
+
+void abort_all(int code, const std::string& what) {
+  int initialized = 0, finalized = 0, rank = -1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fflush(stdout);
+  if (rank >= 0) std::cerr << "[rank " << rank << "] error: " << what << std::endl;
+  else std::cerr << "error: " << what << std::endl;
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+}  // namespace hddp::mpi

@@ -1,0 +1,212 @@
+#include "core/reducer.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/mpi_env.h"
+#include "kernels/elementwise.h"
+#include "kernels/progress.h"
+
+namespace hddp {
+
+const char* to_string(Progress p) { return p == Progress::Test ? "test" : "thread"; }
+
+Progress parse_progress(const std::string& s) {
+  if (s == "test") return Progress::Test;
+  if (s == "thread") return Progress::Thread;
+  HDDP_CHECK_ARG(false, "unknown progress strategy '" << s << "': expected test or thread");
+}
+
+int Reducer::required_thread_level(Progress p) {
+  return p == Progress::Thread ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED;
+}
+
+namespace {
+
+// FNV-1a over the layout: names and sizes.
+uint64_t layout_hash(const std::vector<ParamSlice>& layout) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  for (const ParamSlice& s : layout) {
+    mix(s.name.data(), s.name.size());
+    mix(&s.size, sizeof s.size);
+  }
+  return h;
+}
+
+}  // namespace
+
+Reducer::Reducer(MPI_Comm comm, float* params, float* grads, int64_t n,
+                 std::vector<ParamSlice> layout, ReducerOptions options, Trace* trace)
+    : comm_(comm), grads_(grads), n_(n), opt_(options), trace_(trace) {
+  HDDP_MPI(MPI_Comm_rank(comm_, &rank_));
+  HDDP_MPI(MPI_Comm_size(comm_, &size_));
+  HDDP_CHECK_ARG(opt_.poll_interval_us >= 0, "Reducer: poll interval must be >= 0 us");
+  int provided = 0;
+  HDDP_MPI(MPI_Query_thread(&provided));
+  HDDP_CHECK(provided >= required_thread_level(opt_.progress),
+             "Reducer: progress strategy '" << to_string(opt_.progress) << "' needs "
+                 << mpi::thread_level_name(required_thread_level(opt_.progress)) << ", MPI provides "
+                 << mpi::thread_level_name(provided));
+
+  // Same model on every rank? Gather (hash, count, elements) from all and compare with rank 0;
+  // every rank sees the same table, so every rank throws the same message.
+  const int64_t total = layout.empty() ? 0 : layout.back().offset + layout.back().size;
+  int64_t sig[3] = {static_cast<int64_t>(layout_hash(layout)), static_cast<int64_t>(layout.size()), total};
+  std::vector<int64_t> all(3 * size_);
+  HDDP_MPI(MPI_Allgather(sig, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm_));
+  std::ostringstream diff;
+  for (int r = 1; r < size_; ++r)
+    if (!std::equal(all.begin() + 3 * r, all.begin() + 3 * r + 3, all.begin()))
+      diff << "; rank " << r << " has " << all[3 * r + 1] << " tensors / " << all[3 * r + 2] << " elements";
+  HDDP_CHECK(diff.str().empty(), "the model differs between ranks: rank 0 has "
+                                     << all[1] << " tensors / " << all[2] << " elements" << diff.str()
+                                     << " (build the same model, with the same options, on every rank)");
+  HDDP_CHECK_ARG(total == n_, "Reducer: layout covers " << total << " elements but the arena has " << n_);
+
+  buckets_ = assign_buckets(layout, sizeof(float), opt_.bucket_cap_bytes, opt_.first_bucket_cap_bytes);
+  requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  done_.assign(buckets_.size(), 0);
+  launched_at_.resize(buckets_.size());
+  stats_.bytes_per_step = n_ * int64_t(sizeof(float));
+
+  // Every rank starts from rank 0's parameters (large arenas in chunks: counts are int).
+  for (int64_t off = 0; off < n_; off += int64_t(1) << 30)
+    HDDP_MPI(MPI_Bcast(params + off, static_cast<int>(std::min<int64_t>(n_ - off, int64_t(1) << 30)), MPI_FLOAT, 0, comm_));
+
+  owner_ = std::this_thread::get_id();
+  if (opt_.overlap && opt_.progress == Progress::Thread) thread_ = std::thread([this] { progress_thread_main(); });
+}
+
+Reducer::~Reducer() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  set_progress_hook(nullptr, nullptr);
+}
+
+void Reducer::begin_step() {
+  std::lock_guard<std::mutex> lock(mu_);
+  HDDP_CHECK(!in_step_, "Reducer::begin_step: the previous step was not finished");
+  in_step_ = true;
+  next_ = completed_ = 0;
+  std::fill(done_.begin(), done_.end(), 0);
+  if (!no_sync_ && opt_.overlap && opt_.progress == Progress::Test) set_progress_hook(&Reducer::gemm_hook, this);
+}
+
+void Reducer::gemm_hook(void* self) { static_cast<Reducer*>(self)->progress(); }
+
+void Reducer::grads_ready_from(int64_t offset) {
+  if (no_sync_ || !opt_.overlap) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    HDDP_CHECK(in_step_, "Reducer::grads_ready_from outside begin_step()/finish()");
+    while (next_ < buckets_.size() && buckets_[next_].begin >= offset) launch(next_++);
+    if (opt_.progress == Progress::Test && completed_ < next_) test_in_flight();
+  }
+  if (opt_.progress == Progress::Thread) cv_.notify_one();
+}
+
+void Reducer::launch(size_t b) {
+  const Bucket& bk = buckets_[b];
+  const auto now = Clock::now();
+  if (b == 0) first_launch_ = last_poll_ = now;
+  launched_at_[b] = now;
+  HDDP_CHECK(bk.size() <= INT32_MAX, "bucket " << b << " holds more than 2^31 elements; lower the bucket cap");
+  HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT,
+                          MPI_SUM, comm_, &requests_[b]));
+}
+
+void Reducer::complete(size_t b) {
+  done_[b] = 1;
+  ++completed_;
+  last_complete_ = Clock::now();
+  if (trace_) trace_->add("allreduce bucket " + std::to_string(b), "comm", launched_at_[b], last_complete_, 1);
+}
+
+void Reducer::test_in_flight() {
+  last_poll_ = Clock::now();
+  for (size_t b = completed_; b < next_; ++b) {  // buckets complete in order in practice; test all
+    if (done_[b]) continue;
+    int flag = 0;
+    HDDP_MPI(MPI_Test(&requests_[b], &flag, MPI_STATUS_IGNORE));
+    if (!flag) break;  // later buckets cannot overtake an earlier one in libnbc's schedule
+    complete(b);
+  }
+}
+
+void Reducer::progress() {
+  if (!in_step_ || no_sync_ || opt_.progress != Progress::Test) return;
+  if (std::this_thread::get_id() != owner_) return;  // only the MPI thread may call MPI
+  if (completed_ == next_) return;
+  const auto now = Clock::now();
+  if (std::chrono::duration<double, std::micro>(now - last_poll_).count() < opt_.poll_interval_us) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  test_in_flight();
+}
+
+void Reducer::progress_thread_main() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto interval = std::chrono::duration<double, std::micro>(opt_.poll_interval_us);
+  while (!stop_) {
+    if (!in_step_ || completed_ == next_) {
+      cv_.wait(lock);
+      continue;
+    }
+    test_in_flight();
+    lock.unlock();
+    std::this_thread::sleep_for(interval);
+    lock.lock();
+  }
+}
+
+void Reducer::finish() {
+  if (no_sync_) {  // accumulate: the next synchronised step reduces the sum
+    in_step_ = false;
+    return;
+  }
+  const auto t0 = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    HDDP_CHECK(in_step_, "Reducer::finish without begin_step()");
+    if (!opt_.overlap) {  // blocking: one MPI_Allreduce per bucket, in order
+      first_launch_ = t0;
+      for (size_t b = 0; b < buckets_.size(); ++b) {
+        const Bucket& bk = buckets_[b];
+        launched_at_[b] = Clock::now();
+        HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, MPI_SUM, comm_));
+        complete(b);
+      }
+      next_ = buckets_.size();
+    } else {
+      // Buckets backward never reported ready (e.g. a layer without a hook call) start now.
+      while (next_ < buckets_.size()) launch(next_++);
+      for (size_t b = 0; b < buckets_.size(); ++b)
+        if (!done_[b]) {
+          HDDP_MPI(MPI_Wait(&requests_[b], MPI_STATUS_IGNORE));
+          complete(b);
+        }
+    }
+    if (size_ > 1) scale(n_, 1.0f / float(size_), grads_);
+    in_step_ = false;
+  }
+  set_progress_hook(nullptr, nullptr);
+  const auto t1 = Clock::now();
+  if (trace_) trace_->add("finish (exposed comm)", "comm", t0, t1, 0);
+  ReducerTimes& last = stats_.last;
+  last.exposed = std::chrono::duration<double>(t1 - t0).count();
+  last.comm = buckets_.empty() ? 0.0 : std::chrono::duration<double>(last_complete_ - first_launch_).count();
+  if (!opt_.overlap) last.comm = last.exposed;
+  stats_.total.comm += last.comm;
+  stats_.total.exposed += last.exposed;
+  ++stats_.steps;
+}
+
+}  // namespace hddp

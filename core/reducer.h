@@ -1,0 +1,124 @@
+#pragma once
+// Data-parallel gradient reducer (PyTorch DDP's Reducer, in small): one MPI rank per node,
+// gradients grouped in buckets (core/buckets.h), one MPI_Iallreduce per bucket started as soon
+// as backward has finished every gradient in it, so communication overlaps the backward pass
+// of the earlier layers.
+//
+// Use, per step:
+//   reducer.begin_step();                 // before backward
+//   model.backward(...)  -> hook calls reducer.grads_ready_from(offset) after each layer
+//   reducer.finish();                     // waits, averages: grads are identical on all ranks
+//
+// Progress: Open MPI's nonblocking collectives advance only inside MPI calls (Debian's Open MPI
+// has no asynchronous progress; see bench/RESULTS.md). Two strategies:
+//   Progress::Test   - MPI_Testall from the compute thread: between layers, and from inside long
+//                      GEMMs through the kernels' progress hook (kernels/progress.h), at most
+//                      once per poll interval. Needs MPI_THREAD_FUNNELED.
+//   Progress::Thread - a helper thread that polls MPI_Testall every poll interval while
+//                      buckets are in flight, and sleeps otherwise. Every MPI call of the
+//                      reducer is made under one mutex, so MPI_THREAD_SERIALIZED suffices.
+// Averaging: each bucket is summed by MPI, then multiplied by 1/P once complete. The sum is
+// the same on every rank, so parameters stay bitwise identical across ranks.
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/buckets.h"
+#include "core/trace.h"
+
+namespace hddp {
+
+enum class Progress { Test, Thread };
+const char* to_string(Progress p);
+Progress parse_progress(const std::string& s);  // "test" | "thread"; throws otherwise
+
+struct ReducerOptions {
+  int64_t bucket_cap_bytes = int64_t(25) << 20;      // PyTorch's bucket_cap_mb = 25
+  int64_t first_bucket_cap_bytes = int64_t(1) << 20;  // PyTorch's first bucket: 1 MiB
+  bool overlap = true;            // false: one blocking MPI_Allreduce per bucket in finish()
+  Progress progress = Progress::Test;
+  double poll_interval_us = 50;   // shared/notes: 10..1000 us made no consistent difference
+};
+
+// Seconds; `last` is the most recent synchronised step, `total` sums all of them.
+struct ReducerTimes {
+  double comm = 0;     // first bucket launched -> last bucket complete (blocking: = exposed)
+  double exposed = 0;  // time spent inside finish() waiting for communication
+  double overlap() const { return comm > 0 ? 1.0 - exposed / comm : 0.0; }
+};
+struct ReducerStats {
+  ReducerTimes last, total;
+  int64_t steps = 0;          // synchronised steps
+  int64_t bytes_per_step = 0;
+};
+
+class Reducer {
+ public:
+  // Checks that every rank has the same parameter layout (a mismatch throws the same message
+  // on every rank), then broadcasts params from rank 0. params and grads have n elements laid
+  // out as `layout` describes; both must outlive the reducer.
+  Reducer(MPI_Comm comm, float* params, float* grads, int64_t n, std::vector<ParamSlice> layout,
+          ReducerOptions options = {}, Trace* trace = nullptr);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // MPI thread level the chosen progress strategy needs.
+  static int required_thread_level(Progress p);
+
+  // While true, backward passes only accumulate gradients locally (gradient accumulation);
+  // the next step with no_sync off reduces the accumulated sum.
+  void set_no_sync(bool on) { no_sync_ = on; }
+  bool no_sync() const { return no_sync_; }
+
+  void begin_step();
+  // Every gradient at arena offset >= `offset` is final: start the buckets that became ready.
+  void grads_ready_from(int64_t offset);
+  // Drives in-flight collectives (Progress::Test); rate-limited to the poll interval.
+  void progress();
+  // Waits for every bucket and averages. After it, grads hold the mean over ranks.
+  void finish();
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const ReducerStats& stats() const { return stats_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void launch(size_t b);       // caller holds mu_
+  void test_in_flight();       // caller holds mu_
+  void complete(size_t b);     // caller holds mu_
+  void progress_thread_main();
+  static void gemm_hook(void* self);
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  float* grads_;
+  int64_t n_;
+  ReducerOptions opt_;
+  Trace* trace_;
+  std::vector<Bucket> buckets_;
+  std::vector<MPI_Request> requests_;
+  std::vector<char> done_;
+  std::vector<Clock::time_point> launched_at_;
+  size_t next_ = 0;       // next bucket to launch
+  size_t completed_ = 0;  // buckets complete this step
+  bool no_sync_ = false, in_step_ = false;
+  Clock::time_point first_launch_, last_complete_, last_poll_;
+  ReducerStats stats_;
+
+  std::mutex mu_;  // guards all of the above during a step in Thread mode, and every MPI call
+  std::condition_variable cv_;
+  std::thread thread_;
+  bool stop_ = false;
+  std::thread::id owner_;  // the thread that drives MPI in Test mode
+};
+
+}  // namespace hddp
