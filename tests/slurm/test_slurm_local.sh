@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The tutorial's Slurm job on a real local Slurm (scripts/slurm-local.sh, 3 emulated nodes):
+#   1. the unmodified slurm/run.sbatch (threads reduced through the environment) exits 0, its
+#      log shows ranks 0..2 of 3 on the distinct Slurm nodes n1, n2, n3, and errors.pdf is a
+#      valid, non-empty PDF;
+#   2. a job asking for more nodes than exist is refused at submission with a clear message.
+# Everything (Slurm state, job output) stays under BUILD_DIR/tests/slurm-local; Slurm is
+# brought down on any exit.
+#
+# Usage: test_slurm_local.sh REPO_ROOT BUILD_DIR [POLY_TRAIN]
+#   POLY_TRAIN defaults to $HDDP_BIN, then BUILD_DIR/drivers/poly_train. While the driver did
+#   not exist: HDDP_BIN=tests/slurm/fake_poly_train.sh tests/slurm/test_slurm_local.sh . build
+set -euo pipefail
+
+[ $# -ge 2 ] || { echo "usage: $0 REPO_ROOT BUILD_DIR [POLY_TRAIN]" >&2; exit 2; }
+repo="$(cd "$1" && pwd)"
+build="$(cd "$2" && pwd)"
+bin="${3:-${HDDP_BIN:-$build/drivers/poly_train}}"
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+slurm_local="$repo/scripts/slurm-local.sh"
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: needs root (it starts munged, slurmctld and slurmd)"
+  exit 77
+fi
+[ -x "$bin" ] || { echo "FAIL: $bin is missing" >&2; exit 1; }
+
+work="$build/tests/slurm-local"
+export HDDP_SLURM_DIR="$work/slurm"
+export HDDP_SLURM_PORT="${HDDP_SLURM_PORT:-17100}"   # not the demo's 17000
+t_start=$SECONDS
+log() { echo "[$((SECONDS - t_start))s] $*"; }
+
+# A cluster left by an aborted run (e.g. killed at the ctest timeout) is stopped first.
+bash "$slurm_local" down >/dev/null 2>&1 || true
+rm -rf "$work"
+mkdir -p "$work/out"
+
+job_log=""
+cleanup() {
+  local rc=$?
+  if [ "$rc" -ne 0 ] && [ -n "$job_log" ] && [ -f "$job_log" ]; then
+    echo "---- $job_log"; cat "$job_log"
+  fi
+  if [ "$rc" -ne 0 ] && [ -d "$HDDP_SLURM_DIR/log" ]; then
+    for f in "$HDDP_SLURM_DIR"/log/*.log; do echo "---- last lines of $f"; tail -n 15 "$f"; done
+  fi
+  bash "$slurm_local" down || rc=1
+  log "done (exit $rc)"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+log "bringing up a local Slurm with 3 nodes in $HDDP_SLURM_DIR"
+up_out="$(bash "$slurm_local" up 3)" || fail "scripts/slurm-local.sh up 3 failed"
+unset SLURM_CONF
+eval "$up_out"
+[ -n "${SLURM_CONF:-}" ] || fail "slurm-local.sh up printed no SLURM_CONF line"
+log "up: SLURM_CONF=$SLURM_CONF"
+
+# ---- 1. the tutorial job, unmodified; threads reduced through the environment ----------
+export OMP_NUM_THREADS=1 HDDP_BIN="$bin"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cd "$work/out"
+job="$(sbatch --parsable "$repo/slurm/run.sbatch" --epochs 200)" || fail "sbatch refused slurm/run.sbatch"
+job="${job%%;*}"
+job_log="$work/out/hddp-poly-$job.out"
+log "submitted job $job (log $job_log)"
+rc=0
+bash "$slurm_local" wait "$job" 180 || rc=$?
+log "job $job finished with exit code $rc"
+[ "$rc" -eq 0 ] || fail "job $job exited with $rc"
+[ -f "$job_log" ] || fail "no job log $job_log"
+
+# The driver's "rank r/s (hostname)" lines: ranks 0, 1 and 2 of 3.
+ranks="$(grep -oE 'rank [0-9]+/3 \(' "$job_log" | grep -oE '[0-9]+/' | tr -d / | sort -un | tr '\n' ' ')"
+[ "$ranks" = "0 1 2 " ] || fail "expected the driver's lines for ranks 0 1 2 of 3, got '${ranks}'"
+# The job's per-rank Slurm node lines: three distinct nodes n1, n2, n3.
+nodes="$(grep -oE 'rank [0-9]+/3 on node [^ ]+' "$job_log" | awk '{print $5}' | sort -u | tr '\n' ' ')"
+[ "$nodes" = "n1 n2 n3 " ] || fail "expected the three ranks on nodes n1 n2 n3, got '${nodes}'"
+log "ranks 0 1 2 on nodes $nodes"
+
+pdf="$work/out/errors.pdf"
+[ -s "$pdf" ] || fail "$pdf is missing or empty"
+[ "$(head -c 4 "$pdf")" = "%PDF" ] || fail "$pdf does not start with %PDF"
+if command -v pdfinfo >/dev/null; then
+  pdfinfo "$pdf" >/dev/null 2>&1 || fail "pdfinfo cannot read $pdf"
+fi
+log "errors.pdf ok ($(stat -c %s "$pdf") bytes)"
+
+# ---- 2. more nodes than exist: refused at submission (EnforcePartLimits=ALL) -------------
+# (-n 4 -c 1: with the file's -n 3, sbatch itself would shrink -N 4 to 3 nodes; with -c 16 the
+# refusal would be about processors, not nodes.)
+if out="$(sbatch --parsable -N 4 -n 4 -c 1 "$repo/slurm/run.sbatch" 2>&1)"; then
+  fail "sbatch -N 4 -n 4 -c 1 on a 3-node cluster was accepted (job ${out}); it should be refused"
+fi
+echo "$out"
+grep -qi 'error: .*node count' <<<"$out" || fail "sbatch -N 4 -n 4 -c 1 failed without a clear message: $out"
+[ -z "$(squeue -h -o %A)" ] || fail "a job is queued after the refused submission"
+log "sbatch -N 4 -n 4 -c 1 refused at submission"
+
+echo "PASS"
