@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace hddp {
 
@@ -46,6 +47,46 @@ template <class T>
 void tanh_backward(int64_t n, const T* y, const T* dy, T* dx) {
   HDDP_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
+}
+
+template <class T>
+void relu_forward(int64_t n, const T* x, T* y) {
+  HDDP_PARALLEL_FOR(n)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+}
+
+template <class T>
+void relu_backward(int64_t n, const T* y, const T* dy, T* dx) {
+  HDDP_PARALLEL_FOR(n)
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+}
+
+template <class T>
+double sum_sq_diff(int64_t n, const T* a, const T* b) {
+  auto part = [a, b](int64_t lo, int64_t hi) {
+    double s = 0;
+    for (int64_t i = lo; i < hi; ++i) {
+      const double d = double(a[i]) - double(b[i]);
+      s += d * d;
+    }
+    return s;
+  };
+  if (n < kParallelMin) return part(0, n);
+  // Fixed chunks whatever the thread count; partial sums added in chunk order.
+  constexpr int64_t kChunk = 8192;
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(nchunks);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < nchunks; ++c) partial[c] = part(c * kChunk, std::min(n, (c + 1) * kChunk));
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
+}
+
+template <class T>
+void scaled_diff(int64_t n, T s, const T* a, const T* b, T* out) {
+  HDDP_PARALLEL_FOR(n)
+  for (int64_t i = 0; i < n; ++i) out[i] = s * (a[i] - b[i]);
 }
 
 template <class T>
@@ -98,6 +139,10 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const 
   template void col_sums<T>(int64_t, int64_t, const T*, int64_t, T*, bool);              \
   template void tanh_forward<T>(int64_t, const T*, T*);                                  \
   template void tanh_backward<T>(int64_t, const T*, const T*, T*);                       \
+  template void relu_forward<T>(int64_t, const T*, T*);                                  \
+  template void relu_backward<T>(int64_t, const T*, const T*, T*);                       \
+  template double sum_sq_diff<T>(int64_t, const T*, const T*);                           \
+  template void scaled_diff<T>(int64_t, T, const T*, const T*, T*);                      \
   template void axpy<T>(int64_t, T, const T*, T*);                                       \
   template void scale<T>(int64_t, T, T*);                                                \
   template void adam_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamHyper&); \

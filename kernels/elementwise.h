@@ -24,6 +24,24 @@ void tanh_forward(int64_t n, const T* x, T* y);
 template <class T>
 void tanh_backward(int64_t n, const T* y, const T* dy, T* dx);
 
+// y = max(x, 0); x and y may alias.
+template <class T>
+void relu_forward(int64_t n, const T* x, T* y);
+
+// dx = (y > 0 ? dy : 0), from the saved output y = relu(x) (PyTorch's threshold_backward);
+// dx may alias dy.
+template <class T>
+void relu_backward(int64_t n, const T* y, const T* dy, T* dx);
+
+// Sum of (a[i] - b[i])^2, accumulated in double. The summation order depends on n only
+// (fixed chunks, partial sums added in order), so the result is the same for any thread count.
+template <class T>
+double sum_sq_diff(int64_t n, const T* a, const T* b);
+
+// out = s * (a - b); out may alias a or b. (The MSE gradient with s = 2/n.)
+template <class T>
+void scaled_diff(int64_t n, T s, const T* a, const T* b, T* out);
+
 // y += a * x
 template <class T>
 void axpy(int64_t n, T a, const T* x, T* y);

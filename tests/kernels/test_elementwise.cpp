@@ -69,6 +69,41 @@ TYPED_TEST(Elementwise, TanhAxpyScale) {
   }
 }
 
+TYPED_TEST(Elementwise, ReluForwardBackward) {
+  using T = TypeParam;
+  for (int64_t n : kSizes) {
+    auto x = randv<T>(n, n + 11), dy = randv<T>(n, n + 12), y(x), dx(dy);
+    if (n > 3) x[3] = T(0);  // relu(0) = 0 and its gradient is 0, as in PyTorch
+    relu_forward(n, x.data(), y.data());
+    relu_backward(n, y.data(), dy.data(), dx.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y[i], x[i] > T(0) ? x[i] : T(0)) << i;
+      ASSERT_EQ(dx[i], x[i] > T(0) ? dy[i] : T(0)) << i;
+    }
+    // In place: dx aliases dy, y aliases x.
+    relu_backward(n, y.data(), dy.data(), dy.data());
+    relu_forward(n, x.data(), x.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(dy[i], dx[i]);
+      ASSERT_EQ(x[i], y[i]);
+    }
+  }
+}
+
+TYPED_TEST(Elementwise, SumSqDiffAndScaledDiff) {
+  using T = TypeParam;
+  for (int64_t n : kSizes) {
+    auto a = randv<T>(n, n + 21), b = randv<T>(n, n + 22), out(a);
+    long double ref = 0;
+    for (int64_t i = 0; i < n; ++i) ref += (long double)(double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    EXPECT_NEAR(sum_sq_diff(n, a.data(), b.data()), double(ref), 1e-12 * (1 + double(ref))) << n;
+    scaled_diff(n, T(0.5), a.data(), b.data(), out.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], T(T(0.5) * (a[i] - b[i]))) << i;
+    scaled_diff(n, T(-2), a.data(), b.data(), a.data());  // out aliases a
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[i], T(T(-2) * (out[i] / T(0.5)))) << i;
+  }
+}
+
 TYPED_TEST(Elementwise, AdamMatchesScalarFormula) {
   using T = TypeParam;
   for (double wd : {0.0, 0.01})
@@ -119,16 +154,20 @@ TEST(ElementwiseThreads, IdenticalForOneAndTwoThreads) {
   const int saved = omp_get_max_threads();
   const int64_t M = 600, N = 300;
   auto X = randv<float>(M * N, 5);
+  auto Y = randv<float>(M * N, 6);
   std::vector<float> s1(N), s2(N), t1(M * N), t2(M * N);
   omp_set_num_threads(1);
   col_sums(M, N, X.data(), N, s1.data(), false);
   tanh_forward(M * N, X.data(), t1.data());
+  const double q1 = sum_sq_diff(M * N, X.data(), Y.data());
   omp_set_num_threads(2);
   col_sums(M, N, X.data(), N, s2.data(), false);
   tanh_forward(M * N, X.data(), t2.data());
+  const double q2 = sum_sq_diff(M * N, X.data(), Y.data());
   omp_set_num_threads(saved);
   EXPECT_EQ(s1, s2);
   EXPECT_EQ(t1, t2);
+  EXPECT_EQ(q1, q2);
 }
 
 }  // namespace

@@ -1,0 +1,38 @@
+#include "core/arena.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace hddp {
+
+template <class T>
+size_t ParamArena<T>::add(std::string name, int64_t rows, int64_t cols) {
+  HDDP_CHECK_ARG(!name.empty(), "ParamArena::add: empty parameter name");
+  HDDP_CHECK_ARG(rows > 0 && cols > 0,
+                 "ParamArena::add: parameter '" << name << "' has shape " << rows << "x" << cols
+                                                << "; both must be positive");
+  HDDP_CHECK_ARG(!find(name), "ParamArena::add: duplicate parameter name '" << name << "'");
+  const int64_t offset = size();
+  views_.push_back({std::move(name), offset, rows, cols});
+  params_.resize(size_t(offset + rows * cols), T(0));
+  grads_.resize(params_.size(), T(0));
+  return views_.size() - 1;
+}
+
+template <class T>
+std::optional<size_t> ParamArena<T>::find(std::string_view name) const {
+  for (size_t i = 0; i < views_.size(); ++i)
+    if (views_[i].name == name) return i;
+  return std::nullopt;
+}
+
+template <class T>
+void ParamArena<T>::zero_grad() {
+  std::fill(grads_.begin(), grads_.end(), T(0));
+}
+
+template class ParamArena<float>;
+template class ParamArena<double>;
+
+}  // namespace hddp

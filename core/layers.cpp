@@ -1,0 +1,57 @@
+#include "core/layers.h"
+
+#include "kernels/check.h"
+#include "kernels/gemm.h"
+
+namespace hddp {
+
+template <class T>
+void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* b, T* Y) {
+  HDDP_CHECK_ARG(B >= 0 && in > 0 && out > 0,
+                 "linear_forward: need B >= 0, in > 0, out > 0; got B=" << B << " in=" << in << " out=" << out);
+  HDDP_CHECK_ARG(X && W && Y, "linear_forward: X, W and Y must not be null");
+  if (B == 0) return;
+  // Y(B x out) = X(B x in) · W^T, W stored out x in.
+  gemm(Trans::No, Trans::Yes, B, out, in, T(1), X, in, W, in, T(0), Y, out);
+  if (b) add_bias_rows(B, out, b, Y, out);
+}
+
+template <class T>
+void linear_backward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* dY,
+                     T* dX, T* dW, T* db) {
+  HDDP_CHECK_ARG(B >= 0 && in > 0 && out > 0,
+                 "linear_backward: need B >= 0, in > 0, out > 0; got B=" << B << " in=" << in << " out=" << out);
+  HDDP_CHECK_ARG(X && W && dY && dW, "linear_backward: X, W, dY and dW must not be null");
+  if (B == 0) return;
+  // dX(B x in) = dY(B x out) · W(out x in)
+  if (dX) gemm(Trans::No, Trans::No, B, in, out, T(1), dY, out, W, in, T(0), dX, in);
+  // dW(out x in) += dY^T(out x B) · X(B x in)
+  gemm(Trans::Yes, Trans::No, out, in, B, T(1), dY, out, X, in, T(1), dW, in);
+  if (db) col_sums(B, out, dY, out, db, /*accumulate=*/true);
+}
+
+template <class T>
+T mse_forward(int64_t n, const T* Y, const T* target) {
+  HDDP_CHECK_ARG(n > 0, "mse_forward: need n > 0 values, got " << n);
+  HDDP_CHECK_ARG(Y && target, "mse_forward: Y and target must not be null");
+  return T(sum_sq_diff(n, Y, target) / double(n));
+}
+
+template <class T>
+void mse_backward(int64_t n, const T* Y, const T* target, T* dY) {
+  HDDP_CHECK_ARG(n > 0, "mse_backward: need n > 0 values, got " << n);
+  HDDP_CHECK_ARG(Y && target && dY, "mse_backward: Y, target and dY must not be null");
+  // PyTorch: norm = 2 / numel (a double scalar), grad = norm * (Y - target).
+  scaled_diff(n, T(2.0 / double(n)), Y, target, dY);
+}
+
+#define HDDP_INSTANTIATE_LAYERS(T)                                                                  \
+  template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);    \
+  template void linear_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, T*, \
+                                   T*);                                                             \
+  template T mse_forward<T>(int64_t, const T*, const T*);                                          \
+  template void mse_backward<T>(int64_t, const T*, const T*, T*);
+HDDP_INSTANTIATE_LAYERS(float)
+HDDP_INSTANTIATE_LAYERS(double)
+
+}  // namespace hddp

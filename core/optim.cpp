@@ -1,0 +1,94 @@
+#include "core/optim.h"
+
+#include "kernels/check.h"
+
+namespace hddp {
+
+void validate(const AdamHyper& h) {
+  HDDP_CHECK_ARG(h.lr > 0, "Adam: lr must be > 0, got " << h.lr);
+  HDDP_CHECK_ARG(h.beta1 >= 0 && h.beta1 < 1, "Adam: beta1 must be in [0, 1), got " << h.beta1);
+  HDDP_CHECK_ARG(h.beta2 >= 0 && h.beta2 < 1, "Adam: beta2 must be in [0, 1), got " << h.beta2);
+  HDDP_CHECK_ARG(h.eps >= 0, "Adam: eps must be >= 0, got " << h.eps);
+  HDDP_CHECK_ARG(h.weight_decay >= 0, "Adam: weight_decay must be >= 0, got " << h.weight_decay);
+}
+
+void validate(const SgdHyper& h) {
+  HDDP_CHECK_ARG(h.lr > 0, "SGD: lr must be > 0, got " << h.lr);
+  HDDP_CHECK_ARG(h.momentum >= 0, "SGD: momentum must be >= 0, got " << h.momentum);
+  HDDP_CHECK_ARG(h.weight_decay >= 0, "SGD: weight_decay must be >= 0, got " << h.weight_decay);
+  HDDP_CHECK_ARG(!h.nesterov || h.momentum > 0, "SGD: nesterov requires momentum > 0, got momentum " << h.momentum);
+}
+
+template <class T>
+Optimizer<T>::Optimizer(int64_t n) : n_(n) {
+  HDDP_CHECK_ARG(n > 0, "optimizer: the number of parameters must be positive, got " << n);
+}
+
+template <class T>
+void Optimizer<T>::step(ParamArena<T>& arena) {
+  HDDP_CHECK_ARG(arena.size() == n_, kind() << ": built for " << n_ << " parameters, the arena has " << arena.size());
+  step(arena.params(), arena.grads());
+}
+
+template <class T>
+void Optimizer<T>::set_steps(int64_t t) {
+  HDDP_CHECK_ARG(t >= 0, kind() << ": step count must be >= 0, got " << t);
+  steps_ = t;
+}
+
+template <class T>
+Adam<T>::Adam(int64_t n, const AdamHyper& h) : Optimizer<T>(n), h_(h), m_(size_t(n), T(0)), v_(size_t(n), T(0)) {
+  validate(h_);
+}
+
+template <class T>
+void Adam<T>::step(T* params, const T* grads) {
+  adam_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
+}
+
+template <class T>
+std::vector<StateBuffer<T>> Adam<T>::state() {
+  return {{"exp_avg", m_.data(), this->n_}, {"exp_avg_sq", v_.data(), this->n_}};
+}
+
+template <class T>
+void Adam<T>::set_lr(double lr) {
+  AdamHyper h = h_;
+  h.lr = lr;
+  validate(h);
+  h_ = h;
+}
+
+template <class T>
+SGD<T>::SGD(int64_t n, const SgdHyper& h) : Optimizer<T>(n), h_(h) {
+  validate(h_);
+  if (h_.momentum > 0) buf_.assign(size_t(n), T(0));
+}
+
+template <class T>
+void SGD<T>::step(T* params, const T* grads) {
+  sgd_update(this->n_, params, grads, buf_.empty() ? nullptr : buf_.data(), ++this->steps_, h_);
+}
+
+template <class T>
+std::vector<StateBuffer<T>> SGD<T>::state() {
+  if (buf_.empty()) return {};
+  return {{"momentum_buffer", buf_.data(), this->n_}};
+}
+
+template <class T>
+void SGD<T>::set_lr(double lr) {
+  SgdHyper h = h_;
+  h.lr = lr;
+  validate(h);
+  h_ = h;
+}
+
+template class Optimizer<float>;
+template class Optimizer<double>;
+template class Adam<float>;
+template class Adam<double>;
+template class SGD<float>;
+template class SGD<double>;
+
+}  // namespace hddp

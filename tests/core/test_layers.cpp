@@ -1,0 +1,315 @@
+// Layers and Sequential: forward against plain loops, every backward against central finite
+// differences in double, a whole 3-layer MLP's gradient, the backward hook's contract,
+// initialisation bounds, and bad input naming the layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/layers.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "kernels/check.h"
+
+using namespace hddp;
+
+namespace {
+
+std::vector<double> randv(int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
+  Rng r(seed);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) x = r.uniform(lo, hi);
+  return v;
+}
+
+// Central difference of f at x[i].
+template <class F>
+double central_diff(F&& f, double* x, double h = 1e-6) {
+  const double x0 = *x;
+  *x = x0 + h;
+  const double fp = f();
+  *x = x0 - h;
+  const double fm = f();
+  *x = x0;
+  return (fp - fm) / (2 * h);
+}
+
+void expect_grad_near(double analytic, double numeric, const std::string& what) {
+  EXPECT_NEAR(analytic, numeric, 1e-7 * (1 + std::fabs(numeric))) << what;
+}
+
+double dot(const std::vector<double>& a, const double* b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+TEST(Linear, ForwardMatchesLoops) {
+  for (bool bias : {true, false}) {
+    const int64_t B = 7, in = 5, out = 3;
+    auto X = randv(B * in, 1), W = randv(out * in, 2), b = randv(out, 3);
+    std::vector<double> Y(B * out);
+    linear_forward<double>(B, in, out, X.data(), W.data(), bias ? b.data() : nullptr, Y.data());
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t o = 0; o < out; ++o) {
+        double s = bias ? b[o] : 0.0;
+        for (int64_t k = 0; k < in; ++k) s += X[i * in + k] * W[o * in + k];
+        EXPECT_NEAR(Y[i * out + o], s, 1e-14) << i << "," << o;
+      }
+  }
+}
+
+// L = sum(Y .* R), so dY = R; check dX, dW, db against differences of L.
+TEST(Linear, BackwardMatchesFiniteDifferences) {
+  const int64_t B = 4, in = 6, out = 3;
+  auto X = randv(B * in, 11), W = randv(out * in, 12), b = randv(out, 13), R = randv(B * out, 14);
+  std::vector<double> Y(B * out), dX(B * in, 99.0), dW(out * in, 0.0), db(out, 0.0);
+  auto loss = [&] {
+    linear_forward<double>(B, in, out, X.data(), W.data(), b.data(), Y.data());
+    return dot(R, Y.data());
+  };
+  linear_backward<double>(B, in, out, X.data(), W.data(), R.data(), dX.data(), dW.data(), db.data());
+  for (int64_t i = 0; i < B * in; ++i) expect_grad_near(dX[i], central_diff(loss, &X[i]), "dX " + std::to_string(i));
+  for (int64_t i = 0; i < out * in; ++i) expect_grad_near(dW[i], central_diff(loss, &W[i]), "dW " + std::to_string(i));
+  for (int64_t i = 0; i < out; ++i) expect_grad_near(db[i], central_diff(loss, &b[i]), "db " + std::to_string(i));
+
+  // Parameter gradients accumulate; dX is overwritten; nullptr skips dX and db.
+  auto dW1 = dW, db1 = db, dX1 = dX;
+  linear_backward<double>(B, in, out, X.data(), W.data(), R.data(), dX.data(), dW.data(), db.data());
+  for (size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW[i], 2 * dW1[i], 1e-14);
+  for (size_t i = 0; i < db.size(); ++i) EXPECT_NEAR(db[i], 2 * db1[i], 1e-14);
+  EXPECT_EQ(dX, dX1);
+  linear_backward<double>(B, in, out, X.data(), W.data(), R.data(), nullptr, dW.data(), nullptr);
+  for (size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW[i], 3 * dW1[i], 1e-14);
+  for (size_t i = 0; i < db.size(); ++i) EXPECT_NEAR(db[i], 2 * db1[i], 1e-14);
+}
+
+TEST(Activations, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 40;
+  auto X = randv(n, 21, -2, 2), R = randv(n, 22);
+  for (auto& x : X)
+    if (std::fabs(x) < 1e-3) x = 0.5;  // keep ReLU away from its kink
+  std::vector<double> Y(n), dX(n);
+  auto tanh_loss = [&] {
+    tanh_forward<double>(n, X.data(), Y.data());
+    return dot(R, Y.data());
+  };
+  tanh_loss();
+  tanh_backward<double>(n, Y.data(), R.data(), dX.data());
+  for (int64_t i = 0; i < n; ++i) expect_grad_near(dX[i], central_diff(tanh_loss, &X[i]), "tanh " + std::to_string(i));
+  auto relu_loss = [&] {
+    relu_forward<double>(n, X.data(), Y.data());
+    return dot(R, Y.data());
+  };
+  relu_loss();
+  relu_backward<double>(n, Y.data(), R.data(), dX.data());
+  for (int64_t i = 0; i < n; ++i) expect_grad_near(dX[i], central_diff(relu_loss, &X[i]), "relu " + std::to_string(i));
+}
+
+TEST(Mse, ValueAndGradient) {
+  const int64_t n = 12;
+  auto Y = randv(n, 31), T = randv(n, 32);
+  double ref = 0;
+  for (int64_t i = 0; i < n; ++i) ref += (Y[i] - T[i]) * (Y[i] - T[i]);
+  EXPECT_NEAR(mse_forward<double>(n, Y.data(), T.data()), ref / n, 1e-15);
+  std::vector<double> dY(n);
+  mse_backward<double>(n, Y.data(), T.data(), dY.data());
+  auto loss = [&] { return mse_forward<double>(n, Y.data(), T.data()); };
+  for (int64_t i = 0; i < n; ++i) expect_grad_near(dY[i], central_diff(loss, &Y[i]), "mse " + std::to_string(i));
+  EXPECT_THROW(mse_forward<double>(0, Y.data(), T.data()), std::invalid_argument);
+}
+
+std::vector<LayerSpec> mlp3() { return {Linear(3, 5), Tanh(), Linear(5, 4), Tanh(), Linear(4, 2)}; }
+
+TEST(Sequential, MlpGradientMatchesFiniteDifferences) {
+  for (auto specs : {mlp3(), std::vector<LayerSpec>{Linear(3, 6, false), ReLU(), Linear(6, 4), Tanh(), Linear(4, 2), Tanh()}}) {
+    Rng rng(5);
+    const int64_t B = 6;
+    Sequential<double> m(specs, /*max_batch=*/8, rng);
+    auto X = randv(B * 3, 41), T = randv(B * 2, 42);
+    m.zero_grad();
+    m.forward(X.data(), B);
+    m.backward(T.data());
+    const std::vector<double> g(m.grads(), m.grads() + m.num_params());
+    auto loss = [&] {
+      m.forward(X.data(), B);
+      return double(m.loss(T.data()));
+    };
+    for (const ParamView& v : m.param_views())
+      for (int64_t k = 0; k < v.size(); ++k)
+        expect_grad_near(g[v.offset + k], central_diff(loss, m.params() + v.offset + k),
+                         v.name + "[" + std::to_string(k) + "]");
+    // A second backward accumulates.
+    m.forward(X.data(), B);
+    m.backward(T.data());
+    for (int64_t i = 0; i < m.num_params(); ++i) EXPECT_NEAR(m.grads()[i], 2 * g[i], 1e-14);
+  }
+}
+
+TEST(Sequential, BackwardFromMatchesBackwardWithMseGradient) {
+  Rng rng(6);
+  Sequential<double> m(mlp3(), 4, rng);
+  auto X = randv(4 * 3, 51), T = randv(4 * 2, 52);
+  m.zero_grad();
+  const double* y = m.forward(X.data(), 4);
+  std::vector<double> dY(8);
+  mse_backward<double>(8, y, T.data(), dY.data());
+  m.backward_from(dY.data());
+  const std::vector<double> g1(m.grads(), m.grads() + m.num_params());
+  m.zero_grad();
+  m.forward(X.data(), 4);
+  m.backward(T.data());
+  for (int64_t i = 0; i < m.num_params(); ++i) EXPECT_EQ(m.grads()[i], g1[i]);
+}
+
+// The reducer's contract: at hook(i, off) every gradient at offset >= off is final, and
+// (after zero_grad) everything below off is still untouched.
+TEST(Sequential, BackwardHookOrderAndOffsets) {
+  Rng rng(7);
+  const std::vector<LayerSpec> specs = {Linear(3, 5), Tanh(), Linear(5, 4, false), ReLU(), Linear(4, 2), Tanh()};
+  Sequential<double> m(specs, 5, rng);
+  auto X = randv(5 * 3, 61), T = randv(5 * 2, 62);
+  // Final gradients, without a hook.
+  m.zero_grad();
+  m.forward(X.data(), 5);
+  m.backward(T.data());
+  const std::vector<double> final_g(m.grads(), m.grads() + m.num_params());
+
+  struct Call {
+    size_t layer;
+    int64_t ready;
+    bool suffix_final, prefix_zero;
+  };
+  std::vector<Call> calls;
+  m.set_backward_hook([&](size_t layer, int64_t ready) {
+    bool fin = true, zero = true;
+    for (int64_t i = ready; i < m.num_params(); ++i) fin = fin && m.grads()[i] == final_g[i];
+    for (int64_t i = 0; i < ready; ++i) zero = zero && m.grads()[i] == 0.0;
+    calls.push_back({layer, ready, fin, zero});
+  });
+  m.zero_grad();
+  m.forward(X.data(), 5);
+  m.backward(T.data());
+
+  // Arena: 0.weight(15) 0.bias(5) 2.weight(20) 4.weight(8) 4.bias(2) = 50.
+  ASSERT_EQ(m.num_params(), 50);
+  EXPECT_EQ(m.layer_param_range(4), std::make_pair(int64_t(40), int64_t(50)));
+  EXPECT_EQ(m.layer_param_range(3), std::make_pair(int64_t(40), int64_t(40)));
+  const std::vector<std::pair<size_t, int64_t>> want = {{5, 50}, {4, 40}, {3, 40}, {2, 20}, {1, 20}, {0, 0}};
+  ASSERT_EQ(calls.size(), want.size());
+  for (size_t c = 0; c < want.size(); ++c) {
+    EXPECT_EQ(calls[c].layer, want[c].first) << "call " << c;
+    EXPECT_EQ(calls[c].ready, want[c].second) << "call " << c;
+    EXPECT_TRUE(calls[c].suffix_final) << "call " << c;
+    EXPECT_TRUE(calls[c].prefix_zero) << "call " << c;
+  }
+  // Forward order of the arena, PyTorch state_dict names.
+  std::vector<std::string> names;
+  for (const ParamView& v : m.param_views()) names.push_back(v.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "4.weight", "4.bias"}));
+  EXPECT_EQ(m.param_views()[2].rows, 4);
+  EXPECT_EQ(m.param_views()[2].cols, 5);
+}
+
+TEST(Sequential, FloatMatchesDouble) {
+  Rng r1(8), r2(8);
+  Sequential<double> md(mlp3(), 16, r1);
+  Sequential<float> mf(mlp3(), 16, r2);
+  auto X = randv(16 * 3, 71), T = randv(16 * 2, 72);
+  std::vector<float> Xf(X.begin(), X.end()), Tf(T.begin(), T.end());
+  for (int64_t i = 0; i < md.num_params(); ++i) ASSERT_NEAR(mf.params()[i], md.params()[i], 1e-7);
+  const double* yd = md.forward(X.data(), 16);
+  const float* yf = mf.forward(Xf.data(), 16);
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(yf[i], yd[i], 1e-5);
+  EXPECT_NEAR(mf.loss(Tf.data()), md.loss(T.data()), 1e-5);
+  md.zero_grad();
+  mf.zero_grad();
+  md.backward(T.data());
+  mf.backward(Tf.data());
+  for (int64_t i = 0; i < md.num_params(); ++i) EXPECT_NEAR(mf.grads()[i], md.grads()[i], 1e-5);
+}
+
+TEST(Sequential, InitLikePyTorchLinear) {
+  Rng rng(9);
+  Sequential<double> m({Linear(100, 200), Tanh(), Linear(200, 3, false)}, 1, rng);
+  for (const ParamView& v : m.param_views()) {
+    const double bound = 1.0 / std::sqrt(v.name[0] == '0' ? 100.0 : 200.0);
+    const double* p = m.params() + v.offset;
+    double mn = 1e9, mx = -1e9, s = 0, s2 = 0;
+    for (int64_t k = 0; k < v.size(); ++k) {
+      mn = std::min(mn, p[k]), mx = std::max(mx, p[k]);
+      s += p[k], s2 += p[k] * p[k];
+    }
+    EXPECT_GE(mn, -bound) << v.name;
+    EXPECT_LT(mx, bound) << v.name;
+    if (v.size() >= 600) {  // enough draws to see the distribution
+      EXPECT_LT(mn, -0.98 * bound) << v.name;
+      EXPECT_GT(mx, 0.98 * bound) << v.name;
+      const double var = s2 / double(v.size());
+      EXPECT_NEAR(var, bound * bound / 3, 0.1 * bound * bound / 3) << v.name;
+      EXPECT_NEAR(s / double(v.size()), 0.0, 0.1 * bound) << v.name;
+    }
+  }
+  // The same seed gives the same weights; another seed does not.
+  Rng a(9), b(10);
+  Sequential<double> same({Linear(100, 200), Tanh(), Linear(200, 3, false)}, 1, a);
+  Sequential<double> other({Linear(100, 200), Tanh(), Linear(200, 3, false)}, 1, b);
+  EXPECT_TRUE(std::equal(m.params(), m.params() + m.num_params(), same.params()));
+  EXPECT_FALSE(std::equal(m.params(), m.params() + m.num_params(), other.params()));
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return std::string("invalid_argument: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("other: ") + e.what();
+  }
+  return "no exception";
+}
+
+#define EXPECT_ERROR_HAS(call, text) EXPECT_NE(error_of([&] { call; }).find(text), std::string::npos) << error_of([&] { call; })
+
+TEST(Sequential, BadInputNamesTheLayer) {
+  Rng rng(1);
+  Sequential<float> m({Linear(3, 5), Tanh(), Linear(5, 2)}, 4, rng);
+  std::vector<float> X(5 * 3), T(4 * 2);
+  EXPECT_ERROR_HAS(m.forward(X.data(), 0), "invalid_argument");
+  EXPECT_ERROR_HAS(m.forward(X.data(), 0), "layer 0 (Linear(3, 5)): batch 0");
+  EXPECT_ERROR_HAS(m.forward(X.data(), 5), "batch 5 is outside [1, max_batch=4]");
+  EXPECT_ERROR_HAS(m.forward(X.data(), 4, 2), "layer 0 (Linear(3, 5)) expects 3 input features, got 2");
+  EXPECT_ERROR_HAS(m.forward(nullptr, 4), "input is null");
+  EXPECT_ERROR_HAS(m.loss(T.data()), "call forward() first");
+  EXPECT_ERROR_HAS(m.backward(T.data()), "call forward() first");
+  m.forward(X.data(), 4, 3);  // fine
+  EXPECT_NO_THROW(m.loss(T.data()));
+
+  EXPECT_ERROR_HAS((Sequential<float>({Linear(3, 5), Tanh(), Linear(4, 2)}, 4)),
+                   "layer 2 (Linear(4, 2)) expects 4 input features but layer 1 gives 5");
+  EXPECT_ERROR_HAS((Sequential<float>({Tanh(), Linear(4, 2)}, 4)), "layer 0 (Tanh()): the first layer must be Linear");
+  EXPECT_ERROR_HAS((Sequential<float>({Linear(0, 2)}, 4)), "layer 0 (Linear(0, 2)): in and out must be positive");
+  EXPECT_ERROR_HAS((Sequential<float>({Linear(1, 2, false)}, 0)), "max_batch must be positive");
+  EXPECT_ERROR_HAS((Sequential<float>({}, 4)), "no layers");
+  EXPECT_ERROR_HAS(linear_forward<float>(2, 0, 3, X.data(), X.data(), nullptr, T.data()), "linear_forward: need");
+  EXPECT_ERROR_HAS(linear_backward<float>(2, 3, 2, X.data(), X.data(), T.data(), nullptr, nullptr, nullptr),
+                   "linear_backward: X, W, dY and dW must not be null");
+}
+
+TEST(Sequential, ReserveGrowsCapacity) {
+  Rng rng(2);
+  Sequential<double> m({Linear(2, 3), Tanh()}, 2, rng);
+  std::vector<double> X = randv(10 * 2, 3);
+  EXPECT_THROW(m.forward(X.data(), 10), std::invalid_argument);
+  m.reserve(10);
+  EXPECT_EQ(m.max_batch(), 10);
+  const double* y = m.forward(X.data(), 10);
+  std::vector<double> ref(30);
+  linear_forward<double>(10, 2, 3, X.data(), m.params(), m.params() + 6, ref.data());
+  for (int i = 0; i < 30; ++i) EXPECT_DOUBLE_EQ(y[i], std::tanh(ref[i]));
+}
+
+}  // namespace
