@@ -8,7 +8,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgnuplot-iostream-dev libboost-iostreams-dev gnuplot-nox
+  libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   poppler-utils
 )
 # Extra packages a caller may ask for (e.g. the Slurm test), passed as arguments.

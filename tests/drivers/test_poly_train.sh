@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# End-to-end checks of drivers/poly_train: outputs, accuracy, ranks, sharding, bad input.
+# Usage: test_poly_train.sh <poly_train> <mpiexec> <scratch dir inside the build tree>
+set -uo pipefail
+BIN=$1 MPIEXEC=$2 WORK=$3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPI=("$MPIEXEC" --oversubscribe --bind-to none --timeout 120)
+rm -rf "$WORK" && mkdir -p "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# expect_outputs DIR EPOCHS RANKS: the three files, well-formed.
+expect_outputs() {
+  local d=$1 epochs=$2 ranks=$3
+  [ "$(head -c 4 "$d/errors.pdf" 2>/dev/null)" = "%PDF" ] || fail "$d/errors.pdf is not a PDF"
+  [ "$(wc -l <"$d/eval.csv")" -eq 33 ] || fail "$d/eval.csv should have a header and 32 rows"
+  [ "$(head -1 "$d/eval.csv")" = "x,f,g,abs_err" ] || fail "eval.csv header"
+  [ "$(wc -l <"$d/loss.csv")" -eq $((epochs * ranks + 1)) ] || fail "$d/loss.csv should have $((epochs * ranks)) rows"
+}
+
+# 1 rank, defaults (the tutorial): loss <= 0.01 at epoch 900, mean |f - g| <= 1.7.
+d=$WORK/one; mkdir -p "$d"
+if "$BIN" --out "$d" >"$d/log" 2>&1; then
+  expect_outputs "$d" 1000 1
+  grep -q '^Running DDP on rank 0/1\.$' "$d/log" || fail "missing 'Running DDP' line"
+  [ "$(grep -c '^epoch [0-9]*, loss = .*, rank 0/1 (.*)\.$' "$d/log")" -eq 10 ] || fail "expected 10 loss lines"
+  awk '/^epoch 900,/ { gsub(",", "", $4); if ($4 + 0 > 0.01) bad = 1; seen = 1 } END { exit !(seen && !bad) }' "$d/log" \
+    || fail "1 rank: loss at epoch 900 above 0.01"
+  awk -F, 'NR > 1 { s += $4; n++ } END { exit !(n == 32 && s / n <= 1.7) }' "$d/eval.csv" || fail "mean |f-g| above 1.7"
+  grep -q 'plot evaluation result to .*errors.pdf' "$d/log" || fail "no plot line"
+  pass "1 rank"
+else
+  fail "1 rank run exited non-zero: $(tail -3 "$d/log")"
+fi
+
+# 3 ranks: every rank logs, every rank's loss <= 0.01 at epoch 900.
+d=$WORK/three; mkdir -p "$d"
+if "${MPI[@]}" -n 3 "$BIN" --out "$d" >"$d/log" 2>&1; then
+  expect_outputs "$d" 1000 3
+  for r in 0 1 2; do
+    grep -q "^Running DDP on rank $r/3\.$" "$d/log" || fail "rank $r did not start"
+    awk -v r="$r/3" '/^epoch 900,/ && $7 == r { gsub(",", "", $4); if ($4 + 0 <= 0.01) ok = 1 } END { exit !ok }' "$d/log" \
+      || fail "rank $r: loss at epoch 900 above 0.01"
+  done
+  pass "3 ranks"
+else
+  fail "3 rank run exited non-zero: $(tail -3 "$d/log")"
+fi
+
+# Sharded sampling: one global batch of batch-size x P drawn from the seed, split over the
+# ranks, so 1 rank x 36 and 3 ranks x 12 train on the same data and agree (up to the order
+# of the float sums).
+for pb in "1 36" "3 12"; do
+  set -- $pb
+  mkdir -p "$WORK/sh$1"
+  "${MPI[@]}" -n "$1" "$BIN" --sampling sharded --batch-size "$2" --epochs 300 --no-plot --out "$WORK/sh$1" \
+    >"$WORK/sh$1/log" 2>&1 || fail "sharded P=$1 exited non-zero"
+done
+if paste -d, "$WORK/sh1/eval.csv" "$WORK/sh3/eval.csv" | awk -F, 'NR > 1 { d = $3 - $7; if (d < 0) d = -d; if (d > 1e-3 * (1 + ($3 < 0 ? -$3 : $3))) bad = 1 } END { exit bad }'; then
+  pass "sharded sampling does not depend on P"
+else
+  fail "sharded: P=1 and P=3 predictions differ"
+fi
+
+# Overlapped vs blocking vs progress thread: identical results.
+for mode in "" "--no-overlap" "--progress thread"; do
+  tag=$(echo "m$mode" | tr -d ' -'); mkdir -p "$WORK/$tag"
+  # shellcheck disable=SC2086
+  "${MPI[@]}" -n 2 "$BIN" --epochs 200 --no-plot $mode --out "$WORK/$tag" >"$WORK/$tag/log" 2>&1 || fail "mode '$mode' failed"
+done
+cmp -s "$WORK/m/eval.csv" "$WORK/mnooverlap/eval.csv" && cmp -s "$WORK/m/eval.csv" "$WORK/mprogressthread/eval.csv" \
+  && pass "overlap modes agree" || fail "overlapped, blocking and thread-progress runs differ"
+
+# --help lists every option and exits 0.
+if out=$("$BIN" --help); then
+  for f in --epochs --batch-size --lr --optimizer --function --hidden --seed --sampling --log-every --out \
+           --plot --no-plot --bucket-mb --first-bucket-mb --no-overlap --threads --trace --stats; do
+    grep -q -- "$f" <<<"$out" || fail "--help does not mention $f"
+  done
+  pass "--help"
+else
+  fail "--help exited non-zero"
+fi
+
+# Bad input: exit code 2 with a message naming the flag, on 1 and on 2 ranks, before training.
+bad_cases=(
+  "--epochs 0|--epochs" "--epochs -5|--epochs" "--epochs ten|--epochs" "--batch-size 0|--batch-size"
+  "--lr 0|--lr" "--lr -1|--lr" "--lr abc|--lr" "--hidden ,|--hidden" "--hidden 20,,3|--hidden"
+  "--hidden 0|--hidden" "--optimizer rmsprop|--optimizer" "--function sin|--function" "--sampling x|--sampling"
+  "--bogus|unknown option" "--epochs|missing value" "--out /proc/hddp-no-such-dir|--out"
+  "--log-every 0|--log-every" "--bucket-mb 0|--bucket-mb" "--threads -1|--threads"
+)
+for c in "${bad_cases[@]}"; do
+  args=${c%%|*} want=${c##*|}
+  for np in 1 2; do
+    # shellcheck disable=SC2086
+    out=$("${MPI[@]}" -n $np "$BIN" --out "$WORK" $args 2>&1); rc=$?
+    [ $rc -eq 2 ] || fail "'$args' on $np rank(s): exit code $rc, expected 2"
+    grep -q -- "$want" <<<"$out" || fail "'$args' on $np rank(s): message does not name '$want': $out"
+    grep -q "^epoch" <<<"$out" && fail "'$args': training started"
+  done
+done
+pass "bad input"
+
+# No gnuplot (HDDP_GNUPLOT names the program, here one that does not exist): a warning, the
+# CSVs, exit 0.
+d=$WORK/nognuplot; mkdir -p "$d"
+if HDDP_GNUPLOT="$d/no-such-gnuplot" "$BIN" --epochs 50 --out "$d" >"$d/log" 2>&1; then
+  grep -q "gnuplot not found" "$d/log" || fail "no warning without gnuplot"
+  [ -s "$d/eval.csv" ] && [ -s "$d/loss.csv" ] || fail "CSVs missing without gnuplot"
+  [ -e "$d/errors.pdf" ] && fail "errors.pdf written without gnuplot?"
+  pass "without gnuplot"
+else
+  fail "run without gnuplot exited non-zero: $(tail -3 "$d/log")"
+fi
+
+echo "$((failures == 0 ? 1 : 0)) passed, $failures failed"
+[ $failures -eq 0 ]
