@@ -27,7 +27,7 @@ if "$BIN" --out "$d" >"$d/log" 2>&1; then
   expect_outputs "$d" 1000 1
   grep -q '^Running DDP on rank 0/1\.$' "$d/log" || fail "missing 'Running DDP' line"
   [ "$(grep -c '^epoch [0-9]*, loss = .*, rank 0/1 (.*)\.$' "$d/log")" -eq 10 ] || fail "expected 10 loss lines"
-  awk '/^epoch 900,/ { gsub(",", "", $4); if ($4 + 0 > 0.01) bad = 1; seen = 1 } END { exit !(seen && !bad) }' "$d/log" \
+  awk '/^epoch 900,/ { gsub(",", "", $5); if ($5 + 0 > 0.01) bad = 1; seen = 1 } END { exit !(seen && !bad) }' "$d/log" \
     || fail "1 rank: loss at epoch 900 above 0.01"
   awk -F, 'NR > 1 { s += $4; n++ } END { exit !(n == 32 && s / n <= 1.7) }' "$d/eval.csv" || fail "mean |f-g| above 1.7"
   grep -q 'plot evaluation result to .*errors.pdf' "$d/log" || fail "no plot line"
@@ -42,7 +42,7 @@ if "${MPI[@]}" -n 3 "$BIN" --out "$d" >"$d/log" 2>&1; then
   expect_outputs "$d" 1000 3
   for r in 0 1 2; do
     grep -q "^Running DDP on rank $r/3\.$" "$d/log" || fail "rank $r did not start"
-    awk -v r="$r/3" '/^epoch 900,/ && $7 == r { gsub(",", "", $4); if ($4 + 0 <= 0.01) ok = 1 } END { exit !ok }' "$d/log" \
+    awk -v r="$r/3" '/^epoch 900,/ && $7 == r { gsub(",", "", $5); if ($5 + 0 <= 0.01) ok = 1 } END { exit !ok }' "$d/log" \
       || fail "rank $r: loss at epoch 900 above 0.01"
   done
   pass "3 ranks"
