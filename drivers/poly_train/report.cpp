@@ -92,7 +92,7 @@ void plot_errors(const std::string& path, const Curve& dense, const Curve& eval,
        << "plot '-' with lines lw 2 lc rgb '#1f77b4' title 'f(x)', "
           "'-' with lines lw 2 dt 2 lc rgb '#ff7f0e' title 'g(x) (model)', "
           "'-' with points pt 7 ps 0.5 lc rgb '#d62728' title 'evaluation points', "
-          "NaN with boxes fillcolor rgb '#dde8f6' fillstyle solid title 'training range'\n";
+          "keyentry with boxes fillcolor rgb '#dde8f6' fillstyle solid border lc rgb '#9fb6d8' title 'training range'\n";
     gp.send1d(f);
     gp.send1d(g);
     gp.send1d(pts);
@@ -100,7 +100,7 @@ void plot_errors(const std::string& path, const Curve& dense, const Curve& eval,
        << "set ylabel '|f(x) - g(x)|'\n"
        << "plot '-' with lines lw 2 lc rgb '#2ca02c' title '|f - g|', "
           "'-' with points pt 7 ps 0.5 lc rgb '#d62728' title 'evaluation points', "
-          "NaN with boxes fillcolor rgb '#dde8f6' fillstyle solid title 'training range'\n";
+          "keyentry with boxes fillcolor rgb '#dde8f6' fillstyle solid border lc rgb '#9fb6d8' title 'training range'\n";
     gp.send1d(err);
     gp.send1d(err_pts);
     gp << "unset multiplot\nset output\n";
