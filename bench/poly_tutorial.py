@@ -86,6 +86,7 @@ def main():
         print(f"RESULT train_s={train_s:.4f} ms_per_step={1e3 * train_s / epochs:.4f} "
               f"loss900_max={max(losses):.6g} mean_err={err.mean():.4f} max_err={err.max():.4f} "
               f"process_s={time.time() - t_process:.3f}", flush=True)
+    dist.barrier()  # peers wait for rank 0's plot: destroying the group with peers gone can hang
     dist.destroy_process_group()
 
 

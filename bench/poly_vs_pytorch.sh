@@ -24,9 +24,9 @@ run() {
   local t0 t1
   t0=$(date +%s.%N)
   if [ "$impl" = hddp ]; then
-    mpiexec -n "$p" --oversubscribe --bind-to none /usr/bin/time -f 'RSS_KB %M' "$BIN" --out "$d" >"$d/log" 2>&1
+    timeout 300 mpiexec -n "$p" --oversubscribe --bind-to none /usr/bin/time -f 'RSS_KB %M' "$BIN" --out "$d" >"$d/log" 2>&1
   else
-    mpiexec -n "$p" --oversubscribe --bind-to none /usr/bin/time -f 'RSS_KB %M' "$PY" "$ROOT/bench/poly_tutorial.py" "$d" >"$d/log" 2>&1
+    timeout 300 mpiexec -n "$p" --oversubscribe --bind-to none /usr/bin/time -f 'RSS_KB %M' "$PY" "$ROOT/bench/poly_tutorial.py" "$d" >"$d/log" 2>&1
   fi
   t1=$(date +%s.%N)
   local wall rss
