@@ -69,6 +69,14 @@ struct Problem {
   UKernel<T> ukernel;
 };
 
+// Step that cuts `extent` into ceil(extent / cap) blocks of nearly equal size, rounded up to
+// a multiple of `unit` (cap is a multiple of unit, so the step never exceeds it).
+inline int64_t balanced_step(int64_t extent, int64_t cap, int64_t unit) {
+  const int64_t blocks = (extent + cap - 1) / cap;
+  const int64_t step = (extent + blocks - 1) / blocks;
+  return std::min(cap, (step + unit - 1) / unit * unit);
+}
+
 // The five loops over the tile C[m0:m1, n0:n1].
 template <class T>
 void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool poll) {
@@ -82,14 +90,18 @@ void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64
   T* const bbuf = buf.b.get();
   alignas(64) T edge[MR * NR];
 
-  for (int64_t jc = n0; jc < n1; jc += NC) {                        // loop 5
-    const int64_t nc = std::min(NC, n1 - jc);
+  // Blocks of (nearly) equal size, multiples of NR / MR, no larger than NC / MC: N = 4096 is
+  // cut 2048 + 2048 rather than 4080 + 16. Edge micro-tiles still occur only at the edge of C,
+  // so results stay independent of the thread count.
+  const int64_t nc_step = balanced_step(n1 - n0, NC, NR), mc_step = balanced_step(m1 - m0, MC, MR);
+  for (int64_t jc = n0; jc < n1; jc += nc_step) {                   // loop 5
+    const int64_t nc = std::min(nc_step, n1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += KC) {                      // loop 4
       const int64_t kc = std::min(KC, p.K - pc);
       const T beta = pc == 0 ? p.beta : T(1);
       pack_b<NR>(p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf);
-      for (int64_t ic = m0; ic < m1; ic += MC) {                    // loop 3
-        const int64_t mc = std::min(MC, m1 - ic);
+      for (int64_t ic = m0; ic < m1; ic += mc_step) {               // loop 3
+        const int64_t mc = std::min(mc_step, m1 - ic);
         pack_a<MR>(p.ta, p.A, p.lda, ic, pc, mc, kc, abuf);
         for (int64_t jr = 0; jr < nc; jr += NR) {                   // loop 2
           const int64_t nr = std::min(NR, nc - jr);
