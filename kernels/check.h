@@ -21,22 +21,17 @@ namespace detail {
 }  // namespace detail
 }  // namespace hddp
 
-// HDDP_CHECK(x > 0, "x must be positive, got " << x);
-#define HDDP_CHECK(cond, msg)                                                         \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::ostringstream hddp_check_os_;                                              \
-      hddp_check_os_ << msg;                                                          \
-      ::hddp::detail::throw_at(__FILE__, __LINE__, hddp_check_os_.str(), false);      \
-    }                                                                                 \
-  } while (0)
+// HDDP_CHECK(x > 0, "x must be positive, got " << x);  throws hddp::Error
+// HDDP_CHECK_ARG(...): the same, but throws std::invalid_argument (bad arguments to a public
+// function).
+#define HDDP_CHECK(cond, msg) HDDP_CHECK_IMPL_(cond, msg, false)
+#define HDDP_CHECK_ARG(cond, msg) HDDP_CHECK_IMPL_(cond, msg, true)
 
-// Same, but throws std::invalid_argument: for bad arguments to a public function.
-#define HDDP_CHECK_ARG(cond, msg)                                                     \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::ostringstream hddp_check_os_;                                              \
-      hddp_check_os_ << msg;                                                          \
-      ::hddp::detail::throw_at(__FILE__, __LINE__, hddp_check_os_.str(), true);       \
-    }                                                                                 \
+#define HDDP_CHECK_IMPL_(cond, msg, invalid_argument)                                       \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::ostringstream hddp_check_os_;                                                    \
+      hddp_check_os_ << msg;                                                                \
+      ::hddp::detail::throw_at(__FILE__, __LINE__, hddp_check_os_.str(), invalid_argument); \
+    }                                                                                       \
   } while (0)
