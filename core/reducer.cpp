@@ -97,6 +97,7 @@ void Reducer::begin_step() {
   HDDP_CHECK(!in_step_, "Reducer::begin_step: the previous step was not finished");
   in_step_ = true;
   next_ = completed_ = 0;
+  blocked_s_ = 0;
   std::fill(done_.begin(), done_.end(), 0);
   if (!no_sync_ && opt_.overlap && opt_.progress == Progress::Test) set_progress_hook(&Reducer::gemm_hook, this);
 }
@@ -105,11 +106,13 @@ void Reducer::gemm_hook(void* self) { static_cast<Reducer*>(self)->progress(); }
 
 void Reducer::grads_ready_from(int64_t offset) {
   if (no_sync_ || !opt_.overlap) return;
+  const auto t0 = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     HDDP_CHECK(in_step_, "Reducer::grads_ready_from outside begin_step()/finish()");
     while (next_ < buckets_.size() && buckets_[next_].begin >= offset) launch(next_++);
     if (opt_.progress == Progress::Test && completed_ < next_) test_in_flight();
+    blocked_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   }
   if (opt_.progress == Progress::Thread) cv_.notify_one();
 }
@@ -150,6 +153,7 @@ void Reducer::progress() {
   if (std::chrono::duration<double, std::micro>(now - last_poll_).count() < opt_.poll_interval_us) return;
   std::lock_guard<std::mutex> lock(mu_);
   test_in_flight();
+  blocked_s_ += std::chrono::duration<double>(Clock::now() - now).count();
 }
 
 void Reducer::progress_thread_main() {
@@ -201,9 +205,10 @@ void Reducer::finish() {
   const auto t1 = Clock::now();
   if (trace_) trace_->add("finish (exposed comm)", "comm", t0, t1, 0);
   ReducerTimes& last = stats_.last;
-  last.exposed = std::chrono::duration<double>(t1 - t0).count();
+  last.exposed = std::chrono::duration<double>(t1 - t0).count() + blocked_s_;
   last.comm = buckets_.empty() ? 0.0 : std::chrono::duration<double>(last_complete_ - first_launch_).count();
   if (!opt_.overlap) last.comm = last.exposed;
+  last.comm = std::max(last.comm, last.exposed);  // blocked time is communication time too
   stats_.total.comm += last.comm;
   stats_.total.exposed += last.exposed;
   ++stats_.steps;

@@ -49,7 +49,8 @@ struct ReducerOptions {
 // Seconds; `last` is the most recent synchronised step, `total` sums all of them.
 struct ReducerTimes {
   double comm = 0;     // first bucket launched -> last bucket complete (blocking: = exposed)
-  double exposed = 0;  // time spent inside finish() waiting for communication
+  double exposed = 0;  // compute thread blocked by communication: waiting in finish(), plus
+                       // time inside the MPI calls made during backward (launch, MPI_Test)
   double overlap() const { return comm > 0 ? 1.0 - exposed / comm : 0.0; }
 };
 struct ReducerStats {
@@ -112,6 +113,7 @@ class Reducer {
   size_t completed_ = 0;  // buckets complete this step
   bool no_sync_ = false, in_step_ = false;
   Clock::time_point first_launch_, last_complete_, last_poll_;
+  double blocked_s_ = 0;  // this step's time inside reducer MPI calls during backward
   ReducerStats stats_;
 
   std::mutex mu_;  // guards all of the above during a step in Thread mode, and every MPI call
