@@ -1,0 +1,536 @@
+// Allreduce, the data-parallel reducer and compute/communication overlap, under mpiexec.
+// Only rank 0 reports; every other rank runs the same benchmarks with a null reporter. Every
+// benchmark has a fixed iteration count (Iterations()), so all ranks run the same number of
+// collectives whatever their timings - letting Google Benchmark size the runs per rank would
+// deadlock.
+//
+//   allreduce/blocking/<bytes>          MPI_Allreduce(MPI_IN_PLACE, float, SUM); real time per op
+//   allreduce/iallreduce_wait/<bytes>   MPI_Iallreduce + MPI_Wait; bytes_per_second is the
+//                                       algorithm bandwidth (bytes / time per op)
+//   allreduce/reducer/<mode>/<bytes>    one Reducer step (begin_step, grads_ready_from(0),
+//                                       finish) over one bucket of <bytes>, mode blocking |
+//                                       test | thread (overlapped, nothing to overlap), timed
+//                                       in the same loop as raw MPI_Allreduce and raw
+//                                       Iallreduce+Wait of the same bytes, the three in
+//                                       rotating order; counters: medians and overhead_pct =
+//                                       reducer / MPI_Allreduce - 1 (and vs Iallreduce+Wait)
+//   overlap/<strategy>/<bytes>[/poll_us:<p>]
+//                                       an Iallreduce of <bytes> alongside compute of the same
+//                                       duration (a loop of 128^3 hddp GEMMs, calibrated per
+//                                       rank to the strategy's pure communication time), each
+//                                       iteration measuring, after a barrier each: pure comm,
+//                                       compute alone (no MPI at all), comm + compute. Strategies:
+//                                         none            Iallreduce, compute, Wait
+//                                         mpi_test        MPI_Test after every GEMM (~55 us)
+//                                         reducer_test    Reducer, Progress::Test: progress()
+//                                                         after every GEMM + the GEMM hook
+//                                         reducer_thread  Reducer, Progress::Thread
+//                                       overlap_pct = 100 (1 - (overall - compute) / pure), the
+//                                       OSU formula with `compute` from the run WITHOUT
+//                                       communication (medians per rank, averaged over ranks)
+//   step/wide/b<batch>/cap<MiB>         training step of 1 -> 1024 x4 (tanh) -> 1, Adam, per
+//                                       rank batch <batch>, bucket cap <MiB> (first bucket
+//                                       1 MiB); each iteration runs one step of each of four
+//                                       models in rotating order: local (no reducer), blocking,
+//                                       test (overlapped, Progress::Test), thread (overlapped,
+//                                       Progress::Thread). Counters: median step ms per mode,
+//                                       comm share of the blocking step, exposed comm, overlap
+//                                       and the overlapped/blocking step ratios.
+//
+// Run (see bench/RESULTS.md):
+//   OMP_NUM_THREADS=1 mpiexec --allow-run-as-root --oversubscribe --bind-to none -n 2
+//     build-bench/bench/bench_allreduce --benchmark_repetitions=5
+//     --benchmark_report_aggregates_only=true
+// It also runs as a plain process (an MPI singleton, 1 rank). Random interleaving and warm-up
+// time are refused with more than one rank (Google Benchmark seeds its shuffle per process,
+// and warm-up sizes itself by time: either would desynchronise the collectives).
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ddp.h"
+#include "core/model.h"
+#include "core/mpi_env.h"
+#include "core/optim.h"
+#include "core/reducer.h"
+#include "core/rng.h"
+#include "kernels/gemm.h"
+
+namespace {
+
+using namespace hddp;
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t h = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + h, v.end());
+  if (v.size() % 2) return v[h];
+  return 0.5 * (v[h] + *std::max_element(v.begin(), v.begin() + h));
+}
+
+int world_size() {
+  int s = 1;
+  HDDP_MPI(MPI_Comm_size(MPI_COMM_WORLD, &s));
+  return s;
+}
+
+double sum_over_ranks(double v) {
+  double s = 0;
+  HDDP_MPI(MPI_Allreduce(&v, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return s;
+}
+double mean_over_ranks(double v) { return sum_over_ranks(v) / world_size(); }
+double max_over_ranks(double v) {
+  double m = 0;
+  HDDP_MPI(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return m;
+}
+
+void barrier() { HDDP_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
+
+std::string size_name(int64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + "KiB";
+  return std::to_string(bytes) + "B";
+}
+
+// Fixed iteration counts: about `budget` bytes moved per benchmark, within [lo, hi].
+int64_t iterations_for(int64_t bytes, double budget, int64_t lo, int64_t hi) {
+  return std::clamp<int64_t>(static_cast<int64_t>(budget / double(bytes)), lo, hi);
+}
+
+// One bucket covering n floats: caps at least the whole size.
+ReducerOptions one_bucket(int64_t n, bool overlap, Progress progress, double poll_us = 50) {
+  ReducerOptions o;
+  o.bucket_cap_bytes = o.first_bucket_cap_bytes = std::max<int64_t>(n * int64_t(sizeof(float)), 1);
+  o.overlap = overlap;
+  o.progress = progress;
+  o.poll_interval_us = poll_us;
+  return o;
+}
+
+// ---- 1. MPI_Allreduce vs MPI_Iallreduce + MPI_Wait ---------------------------------------
+// In place on zeros (the sum stays finite; float addition costs the same for any normal value).
+void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking) {
+  const int n = static_cast<int>(bytes / int64_t(sizeof(float)));
+  std::vector<float> buf(size_t(n), 0.0f);
+  // Warm-up: first-touch of the buffer and of MPI's shared-memory segments.
+  HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  barrier();
+  for (auto _ : st) {
+    if (nonblocking) {
+      MPI_Request req;
+      HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+      HDDP_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    } else {
+      HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    }
+  }
+  st.SetBytesProcessed(st.iterations() * bytes);
+  st.counters["ranks"] = world_size();
+}
+
+// ---- 2. The reducer's own path vs raw MPI of the same bytes --------------------------------
+void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress progress) {
+  const int64_t n = bytes / int64_t(sizeof(float));
+  std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f);
+  Reducer reducer(MPI_COMM_WORLD, params.data(), grads.data(), n, {{"x", 0, n}},
+                  one_bucket(n, overlap, progress));
+  HDDP_CHECK(reducer.buckets().size() == 1, "bm_reducer: expected one bucket");
+  const int ni = static_cast<int>(n);
+  auto op = [&](int which) {
+    const auto t0 = Clock::now();
+    switch (which) {
+      case 0:
+        HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, raw.data(), ni, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        break;
+      case 1: {
+        MPI_Request req;
+        HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, raw.data(), ni, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+        HDDP_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        break;
+      }
+      default:
+        reducer.begin_step();
+        reducer.grads_ready_from(0);
+        reducer.finish();
+    }
+    return seconds(t0, Clock::now());
+  };
+  for (int w = 0; w < 3; ++w) op(w);  // warm-up
+  std::array<std::vector<double>, 3> t;
+  for (auto& v : t) v.reserve(size_t(st.max_iterations));
+  int64_t i = 0;
+  barrier();
+  for (auto _ : st) {
+    for (int k = 0; k < 3; ++k) {  // rotate the order: no op always runs first
+      const int which = int((i + k) % 3);
+      t[which].push_back(op(which));
+    }
+    st.SetIterationTime(t[2].back());
+    ++i;
+  }
+  const double ar = median(t[0]), ia = median(t[1]), red = median(t[2]);
+  st.SetBytesProcessed(st.iterations() * bytes);
+  st.counters["allreduce_us"] = ar * 1e6;
+  st.counters["iallreduce_us"] = ia * 1e6;
+  st.counters["reducer_us"] = red * 1e6;
+  st.counters["overhead_pct"] = 100.0 * (red / ar - 1.0);
+  st.counters["overhead_vs_iallreduce_pct"] = 100.0 * (red / ia - 1.0);
+  st.counters["ranks"] = world_size();
+}
+
+// ---- 3. Overlap ------------------------------------------------------------------------------
+enum class Strategy { None, MpiTest, ReducerTest, ReducerThread };
+const char* to_string(Strategy s) {
+  switch (s) {
+    case Strategy::None: return "none";
+    case Strategy::MpiTest: return "mpi_test";
+    case Strategy::ReducerTest: return "reducer_test";
+    case Strategy::ReducerThread: return "reducer_thread";
+  }
+  return "?";
+}
+
+// The compute: `units` GEMMs of 128 x 128 x 128 (4.2 MFLOP, ~55 us on one Zen3 core) on
+// cache-resident operands, through hddp::gemm (the blocked backend, which calls the progress
+// hook from inside). `between` runs after every GEMM.
+struct Compute {
+  static constexpr int64_t D = 128;
+  std::vector<float> a, b, c;
+  Compute() : a(D * D), b(D * D), c(D * D) {
+    Rng rng(3);
+    for (auto& v : a) v = rng.uniform(-1.0f, 1.0f);
+    for (auto& v : b) v = rng.uniform(-1.0f, 1.0f);
+  }
+  template <class F>
+  void run(int64_t units, F&& between) {
+    for (int64_t u = 0; u < units; ++u) {
+      gemm(Trans::No, Trans::No, D, D, D, 1.0f, a.data(), D, b.data(), D, 0.0f, c.data(), D);
+      between();
+    }
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  void run(int64_t units) {
+    run(units, [] {});
+  }
+};
+
+void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, double poll_us) {
+  set_gemm_backend(GemmBackend::Blocked);
+  const int64_t n = bytes / int64_t(sizeof(float));
+  const int ni = static_cast<int>(n);
+  std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f);
+  std::unique_ptr<Reducer> reducer;
+  if (s == Strategy::ReducerTest || s == Strategy::ReducerThread)
+    reducer = std::make_unique<Reducer>(
+        MPI_COMM_WORLD, params.data(), grads.data(), n, std::vector<ParamSlice>{{"x", 0, n}},
+        one_bucket(n, true, s == Strategy::ReducerThread ? Progress::Thread : Progress::Test, poll_us));
+  Compute compute;
+  MPI_Request req = MPI_REQUEST_NULL;
+
+  auto start = [&] {
+    if (reducer) {
+      reducer->begin_step();
+      reducer->grads_ready_from(0);
+    } else {
+      HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, raw.data(), ni, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+    }
+  };
+  auto wait = [&] {
+    if (reducer) reducer->finish();
+    else HDDP_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+  };
+  auto poll = [&] {
+    if (s == Strategy::MpiTest && req != MPI_REQUEST_NULL) {
+      int flag = 0;
+      HDDP_MPI(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+    } else if (s == Strategy::ReducerTest) {
+      reducer->progress();
+    }
+  };
+  auto pure = [&] {
+    barrier();
+    const auto t0 = Clock::now();
+    start();
+    wait();
+    return seconds(t0, Clock::now());
+  };
+  auto alone = [&](int64_t units) {
+    barrier();
+    const auto t0 = Clock::now();
+    compute.run(units);
+    return seconds(t0, Clock::now());
+  };
+  auto overlapped = [&](int64_t units) {
+    barrier();
+    const auto t0 = Clock::now();
+    start();
+    compute.run(units, poll);
+    wait();
+    return seconds(t0, Clock::now());
+  };
+
+  // Calibration: the compute lasts the strategy's pure communication time (the slowest
+  // rank's median), on every rank with that rank's own GEMM speed.
+  std::vector<double> cal;
+  for (int k = 0; k < 7; ++k) cal.push_back(pure());
+  const double target = max_over_ranks(median(cal));
+  alone(20);  // warm
+  cal.clear();
+  for (int k = 0; k < 5; ++k) cal.push_back(alone(20) / 20);
+  const double unit = median(cal);
+  const int64_t units = std::max<int64_t>(1, static_cast<int64_t>(target / unit + 0.5));
+
+  std::vector<double> tp, tc, to;
+  for (auto _ : st) {
+    tp.push_back(pure());
+    tc.push_back(alone(units));
+    to.push_back(overlapped(units));
+    st.SetIterationTime(to.back());
+  }
+  // Per-rank medians, averaged over ranks (as OSU averages its times over ranks).
+  const double p = mean_over_ranks(median(tp)), c = mean_over_ranks(median(tc)), o = mean_over_ranks(median(to));
+  st.counters["pure_us"] = p * 1e6;
+  st.counters["compute_us"] = c * 1e6;
+  st.counters["overall_us"] = o * 1e6;
+  st.counters["overlap_pct"] = 100.0 * (1.0 - (o - c) / p);
+  st.counters["unit_us"] = mean_over_ranks(unit) * 1e6;
+  st.counters["ranks"] = world_size();
+}
+
+// ---- 4. Training step of a wide MLP ------------------------------------------------------------
+std::vector<LayerSpec> wide_mlp() {
+  return {Linear(1, 1024),    Tanh(), Linear(1024, 1024), Tanh(), Linear(1024, 1024), Tanh(),
+          Linear(1024, 1024), Tanh(), Linear(1024, 1)};
+}
+
+void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
+  set_gemm_backend(GemmBackend::Blocked);
+  int rank = 0;
+  HDDP_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  // This rank's shard: its own inputs and targets.
+  Rng data_rng(11, uint64_t(rank));
+  std::vector<float> x(static_cast<size_t>(batch)), y(static_cast<size_t>(batch));
+  for (auto& v : x) v = data_rng.uniform(-1.0f, 1.0f);
+  for (auto& v : y) v = data_rng.uniform(-0.9f, 0.9f);
+
+  struct Runner {
+    const char* name;
+    std::unique_ptr<Sequential<float>> model;
+    std::unique_ptr<DistributedModel> ddp;  // null: local (no reducer)
+    std::unique_ptr<Adam<float>> adam;
+    std::vector<double> step, comm, exposed, overlap;
+  };
+  std::vector<Runner> runners;
+  const std::pair<const char*, int> modes[] = {{"local", -1}, {"blocking", 0}, {"test", 1}, {"thread", 2}};
+  for (auto [name, m] : modes) {
+    Runner r;
+    r.name = name;
+    Rng rng(1);
+    r.model = std::make_unique<Sequential<float>>(wide_mlp(), batch, rng);
+    if (m >= 0) {
+      ReducerOptions o;
+      o.bucket_cap_bytes = cap_bytes;
+      o.overlap = m > 0;
+      o.progress = m == 2 ? Progress::Thread : Progress::Test;
+      r.ddp = std::make_unique<DistributedModel>(MPI_COMM_WORLD, *r.model, o);
+    }
+    r.adam = std::make_unique<Adam<float>>(r.model->num_params(), AdamHyper{.lr = 1e-4});
+    runners.push_back(std::move(r));
+  }
+  auto step = [&](Runner& r) {
+    const auto t0 = Clock::now();
+    r.model->zero_grad();
+    r.model->forward(x.data(), batch);
+    benchmark::DoNotOptimize(r.model->loss(y.data()));
+    if (r.ddp) r.ddp->backward(y.data());
+    else r.model->backward(y.data());
+    r.adam->step(r.model->params(), r.model->grads());
+    return seconds(t0, Clock::now());
+  };
+  for (auto& r : runners) step(r);  // warm-up: first touch of every buffer
+  int64_t i = 0;
+  const size_t nr = runners.size();
+  barrier();
+  for (auto _ : st) {
+    double round = 0;
+    for (size_t k = 0; k < nr; ++k) {  // rotate the order of the modes
+      Runner& r = runners[(size_t(i) + k) % nr];
+      const double t = step(r);
+      round += t;
+      r.step.push_back(t);
+      if (r.ddp) {
+        const ReducerTimes& last = r.ddp->reducer().stats().last;
+        r.comm.push_back(last.comm);
+        r.exposed.push_back(last.exposed);
+        r.overlap.push_back(last.overlap());
+      }
+    }
+    st.SetIterationTime(round);
+    ++i;
+  }
+  double ms[4] = {};
+  for (size_t k = 0; k < nr; ++k) {
+    Runner& r = runners[k];
+    ms[k] = median(r.step) * 1e3;
+    st.counters[std::string(r.name) + "_ms"] = ms[k];
+    if (r.ddp && k >= 2) {
+      st.counters[std::string(r.name) + "_comm_ms"] = median(r.comm) * 1e3;
+      st.counters[std::string(r.name) + "_exposed_ms"] = median(r.exposed) * 1e3;
+      st.counters[std::string(r.name) + "_overlap_pct"] = 100.0 * median(r.overlap);
+    }
+  }
+  const double blocking_comm_ms = median(runners[1].comm) * 1e3;
+  st.counters["blocking_comm_ms"] = blocking_comm_ms;
+  st.counters["comm_share_pct"] = 100.0 * blocking_comm_ms / ms[1];
+  st.counters["test_ratio"] = ms[2] / ms[1];
+  st.counters["thread_ratio"] = ms[3] / ms[1];
+  st.counters["buckets"] = double(runners[1].ddp->reducer().buckets().size());
+  st.counters["params"] = double(runners[0].model->num_params());
+  st.counters["ranks"] = world_size();
+}
+
+// Open MPI's coll/libnbc iallreduce algorithm as the MCA variable says (MPI_T), for the record:
+// 0 = its own choice (binomial for fewer than 4 ranks), 1 ring, 2 binomial, 3 rabenseifner,
+// 4 recursive doubling. "n/a" on another MPI.
+std::string libnbc_iallreduce_algorithm() {
+  // MPI_T_init_thread with the level MPI already provides: Open MPI lowers MPI_Query_thread's
+  // answer to whatever level MPI_T was initialised with.
+  int level = 0, provided = 0, index = -1, count = 0, value = -1;
+  HDDP_MPI(MPI_Query_thread(&level));
+  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return "n/a";
+  std::string out = "n/a";
+  MPI_T_cvar_handle h;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &h, &count) == MPI_SUCCESS) {
+    if (count == 1 && MPI_T_cvar_read(h, &value) == MPI_SUCCESS) out = std::to_string(value);
+    MPI_T_cvar_handle_free(&h);
+  }
+  MPI_T_finalize();
+  return out;
+}
+
+class NullReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+bool has_flag(int argc, char** argv, const char* prefix) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) return true;
+  return false;
+}
+
+void register_all() {
+  // 1. latency / bandwidth, 4 B ... 64 MiB in powers of 4; the two variants side by side.
+  for (int64_t bytes = 4; bytes <= (int64_t(64) << 20); bytes *= 4)
+    for (bool nb : {false, true}) {
+      const std::string name = std::string("allreduce/") + (nb ? "iallreduce_wait/" : "blocking/") + size_name(bytes);
+      benchmark::RegisterBenchmark(name.c_str(), [bytes, nb](benchmark::State& st) { bm_allreduce(st, bytes, nb); })
+          ->Iterations(iterations_for(bytes, double(int64_t(1) << 29), 10, 200000))
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  // 2. reducer overhead.
+  const struct {
+    const char* name;
+    bool overlap;
+    Progress progress;
+  } rmodes[] = {{"blocking", false, Progress::Test}, {"test", true, Progress::Test}, {"thread", true, Progress::Thread}};
+  for (int64_t bytes : {int64_t(4), int64_t(1) << 10, int64_t(64) << 10, int64_t(1) << 20, int64_t(4) << 20,
+                        int64_t(16) << 20, int64_t(64) << 20})
+    for (const auto& m : rmodes) {
+      const std::string name = std::string("allreduce/reducer/") + m.name + "/" + size_name(bytes);
+      benchmark::RegisterBenchmark(name.c_str(), [bytes, m](benchmark::State& st) { bm_reducer(st, bytes, m.overlap, m.progress); })
+          ->Iterations(iterations_for(bytes, double(int64_t(1) << 28), 10, 50000))
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  // 3. overlap per strategy and size; then the poll interval of the reducer's strategies.
+  auto overlap_iters = [](int64_t bytes) -> int64_t { return bytes <= (int64_t(1) << 20) ? 60 : bytes <= (int64_t(4) << 20) ? 30 : 12; };
+  const Strategy strategies[] = {Strategy::None, Strategy::MpiTest, Strategy::ReducerTest, Strategy::ReducerThread};
+  for (int64_t bytes : {int64_t(1) << 20, int64_t(4) << 20, int64_t(16) << 20})
+    for (Strategy s : strategies) {
+      const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes);
+      benchmark::RegisterBenchmark(name.c_str(), [bytes, s](benchmark::State& st) { bm_overlap(st, bytes, s, 50); })
+          ->Iterations(overlap_iters(bytes))
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  for (double poll : {10.0, 200.0, 1000.0})
+    for (Strategy s : {Strategy::ReducerTest, Strategy::ReducerThread}) {
+      const int64_t bytes = int64_t(4) << 20;
+      const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes) + "/poll_us:" + std::to_string(int(poll));
+      benchmark::RegisterBenchmark(name.c_str(), [bytes, s, poll](benchmark::State& st) { bm_overlap(st, bytes, s, poll); })
+          ->Iterations(overlap_iters(bytes))
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  // 4. wide-MLP training step.
+  for (int64_t batch : {256, 32})
+    for (int64_t cap_mib : {25, 4}) {
+      const std::string name = "step/wide/b" + std::to_string(batch) + "/cap" + std::to_string(cap_mib) + "MiB";
+      benchmark::RegisterBenchmark(name.c_str(), [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20); })
+          ->Iterations(batch >= 256 ? 10 : 40)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    hddp::mpi::Env env(&argc, &argv, Reducer::required_thread_level(Progress::Thread));
+    if (env.size() > 1 && (has_flag(argc, argv, "--benchmark_enable_random_interleaving") ||
+                           has_flag(argc, argv, "--benchmark_min_warmup_time")))
+      throw Error("bench_allreduce: --benchmark_enable_random_interleaving and --benchmark_min_warmup_time "
+                  "differ between ranks and would deadlock the collectives; run without them");
+    // Other ranks: no file output either (they would overwrite rank 0's --benchmark_out).
+    std::vector<char*> args(argv, argv + argc);
+    if (!env.root())
+      args.erase(std::remove_if(args.begin() + 1, args.end(),
+                                [](char* a) { return std::strncmp(a, "--benchmark_out", 15) == 0; }),
+                 args.end());
+    int nargs = static_cast<int>(args.size());
+    args.push_back(nullptr);
+    register_all();
+    benchmark::Initialize(&nargs, args.data());
+    if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;
+    benchmark::AddCustomContext("mpi_ranks", std::to_string(env.size()));
+    benchmark::AddCustomContext("mpi_thread_level", mpi::thread_level_name(env.thread_level()));
+    benchmark::AddCustomContext("omp_max_threads", std::to_string(omp_get_max_threads()));
+    benchmark::AddCustomContext("hddp_kernel", gemm_kernel_name());
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+    int len = 0;
+    HDDP_MPI(MPI_Get_library_version(version, &len));
+    std::string v(version);
+    benchmark::AddCustomContext("mpi_library", v.substr(0, v.find(',')));
+    benchmark::AddCustomContext("libnbc_iallreduce_algorithm", libnbc_iallreduce_algorithm());
+    if (env.root()) {
+      benchmark::RunSpecifiedBenchmarks();
+    } else {
+      NullReporter null;
+      benchmark::RunSpecifiedBenchmarks(&null);
+    }
+    benchmark::Shutdown();
+    barrier();
+  } catch (const std::exception& e) {
+    mpi::abort_all(1, e.what());
+  }
+  return 0;
+}
