@@ -67,6 +67,7 @@ struct Problem {
   T* C;
   int64_t ldc;
   UKernel<T> ukernel;
+  PackRows<T> pack_a_rows, pack_b_rows;
 };
 
 // Step that cuts `extent` into ceil(extent / cap) blocks of nearly equal size, rounded up to
@@ -99,10 +100,10 @@ void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64
     for (int64_t pc = 0; pc < p.K; pc += KC) {                      // loop 4
       const int64_t kc = std::min(KC, p.K - pc);
       const T beta = pc == 0 ? p.beta : T(1);
-      pack_b<NR>(p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf);
+      pack_b<NR>(p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf, p.pack_b_rows);
       for (int64_t ic = m0; ic < m1; ic += mc_step) {               // loop 3
         const int64_t mc = std::min(mc_step, m1 - ic);
-        pack_a<MR>(p.ta, p.A, p.lda, ic, pc, mc, kc, abuf);
+        pack_a<MR>(p.ta, p.A, p.lda, ic, pc, mc, kc, abuf, p.pack_a_rows);
         for (int64_t jr = 0; jr < nc; jr += NR) {                   // loop 2
           const int64_t nr = std::min(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += MR) {                 // loop 1
@@ -185,7 +186,7 @@ void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
   }
 
   constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
-  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ks.ukernel};
+  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ks.ukernel, ks.pack_a_rows, ks.pack_b_rows};
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;
   const Grid g = choose_grid(threads_for(M, N, K), mu, nu, MR, NR);
   if (g.tm * g.tn == 1) {

@@ -22,10 +22,21 @@ using SmallGemm = void (*)(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, 
                            const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
                            int64_t ldc);
 
+// Transposing packer of one full micro-panel, the two packing cases that are a transpose:
+//   pack_a_rows: MR rows of A stored row-major (row stride ld, contiguous in k)
+//                -> dst[k*MR + i], k < kc                      (op(A) = A)
+//   pack_b_rows: NR rows of B^T stored row-major (row stride ld, contiguous in k)
+//                -> dst[k*NR + j], k < kc                      (op(B) = B^T)
+// nullptr: the generic loops of gemm_pack.h do it.
+template <class T>
+using PackRows = void (*)(const T* src, int64_t ld, int64_t kc, T* dst);
+
 template <class T>
 struct KernelSet {
   UKernel<T> ukernel;
   SmallGemm<T> small;
+  PackRows<T> pack_a_rows = nullptr;
+  PackRows<T> pack_b_rows = nullptr;
 };
 
 struct Kernels {

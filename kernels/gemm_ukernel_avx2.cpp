@@ -1,4 +1,5 @@
-// AVX2+FMA micro-kernels (sgemm 6x16, dgemm 6x8) and the direct path compiled for AVX2.
+// AVX2+FMA micro-kernels (sgemm 6x16, dgemm 6x8), transposing packers, and the direct path
+// compiled for AVX2.
 // The only file of hddp built with -mavx2 -mfma; it is called only after the CPU was checked.
 //
 // Register use per micro-tile (BLIS/Goto): 12 ymm accumulators (6 rows x 2 registers),
@@ -87,12 +88,97 @@ void ukernel_avx2(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int6
   }
 }
 
+// In-register transposes: r[i] holds row i; afterwards r[k] holds column k.
+inline void transpose8x8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+inline void transpose4x4(__m256d r[4]) {
+  const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+  const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+  r[0] = _mm256_permute2f128_pd(t0, t2, 0x20), r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  r[2] = _mm256_permute2f128_pd(t0, t2, 0x31), r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+// NR = 16 rows of B^T (contiguous in k) -> dst[k*16 + j]: two 8 x 8 transposes per 8 k.
+void pack_b_rows_s(const float* src, int64_t ld, int64_t kc, float* dst) {
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int h = 0; h < 2; ++h) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (h * 8 + j) * ld + k);
+      transpose8x8(r);
+      for (int kk = 0; kk < 8; ++kk) _mm256_storeu_ps(dst + (k + kk) * 16 + h * 8, r[kk]);
+    }
+  for (; k < kc; ++k)
+    for (int j = 0; j < 16; ++j) dst[k * 16 + j] = src[j * ld + k];
+}
+
+// MR = 6 rows of A (contiguous in k) -> dst[k*6 + i]: an 8 x 8 transpose with two zero rows,
+// of which 6 lanes are stored.
+void pack_a_rows_s(const float* src, int64_t ld, int64_t kc, float* dst) {
+  const __m256i six = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 6; ++i) r[i] = _mm256_loadu_ps(src + i * ld + k);
+    r[6] = r[7] = _mm256_setzero_ps();
+    transpose8x8(r);
+    for (int kk = 0; kk < 8; ++kk) _mm256_maskstore_ps(dst + (k + kk) * 6, six, r[kk]);
+  }
+  for (; k < kc; ++k)
+    for (int i = 0; i < 6; ++i) dst[k * 6 + i] = src[i * ld + k];
+}
+
+// NR = 8 rows of B^T -> dst[k*8 + j]: two 4 x 4 transposes per 4 k.
+void pack_b_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4)
+    for (int h = 0; h < 2; ++h) {
+      __m256d r[4];
+      for (int j = 0; j < 4; ++j) r[j] = _mm256_loadu_pd(src + (h * 4 + j) * ld + k);
+      transpose4x4(r);
+      for (int kk = 0; kk < 4; ++kk) _mm256_storeu_pd(dst + (k + kk) * 8 + h * 4, r[kk]);
+    }
+  for (; k < kc; ++k)
+    for (int j = 0; j < 8; ++j) dst[k * 8 + j] = src[j * ld + k];
+}
+
+// MR = 6 rows of A -> dst[k*6 + i]: rows 0-3 and rows 4-5 (+ 2 zero rows) as 4 x 4 transposes.
+void pack_a_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    __m256d lo[4], hi[4];
+    for (int i = 0; i < 4; ++i) lo[i] = _mm256_loadu_pd(src + i * ld + k);
+    hi[0] = _mm256_loadu_pd(src + 4 * ld + k), hi[1] = _mm256_loadu_pd(src + 5 * ld + k);
+    hi[2] = hi[3] = _mm256_setzero_pd();
+    transpose4x4(lo);
+    transpose4x4(hi);
+    for (int kk = 0; kk < 4; ++kk) {
+      _mm256_storeu_pd(dst + (k + kk) * 6, lo[kk]);
+      _mm_storeu_pd(dst + (k + kk) * 6 + 4, _mm256_castpd256_pd128(hi[kk]));
+    }
+  }
+  for (; k < kc; ++k)
+    for (int i = 0; i < 6; ++i) dst[k * 6 + i] = src[i * ld + k];
+}
+
 }  // namespace
 
 const Kernels& avx2_kernels() {
   static const Kernels k{"avx2-fma",
-                         {&ukernel_avx2<float>, &avx2::gemm_small<float>},
-                         {&ukernel_avx2<double>, &avx2::gemm_small<double>}};
+                         {&ukernel_avx2<float>, &avx2::gemm_small<float>, &pack_a_rows_s, &pack_b_rows_s},
+                         {&ukernel_avx2<double>, &avx2::gemm_small<double>, &pack_a_rows_d, &pack_b_rows_d}};
   return k;
 }
 
