@@ -23,11 +23,11 @@ done | awk -F, '
     th[t] = 1
   }
   END {
-    printf "| shape | threads | hddp | OpenBLAS | hddp / OpenBLAS |\n|---|---|---|---|---|\n"
     for (i = 1; i <= n; i++) for (t = 1; t <= 4096; t++) { if (!(t in th)) continue
       k = order[i]; h = ns[t, "hddp", k]; o = ns[t, "openblas", k]
       if (h == "" || o == "") continue
       unit = (h < 10000) ? sprintf("%.0f ns | %.0f ns", h, o) : sprintf("%.1f GFLOP/s | %.1f GFLOP/s", gf[t, "hddp", k], gf[t, "openblas", k])
-      printf "| %s | %s | %s | %.2f |\n", k, t, unit, o / h
+      split(k, q, "/"); split(q[3], d, "x")  # sort key: precision, size, transpose, threads
+      printf "%s %012d %s %04d| %s | %s | %s | %.2f |\n", q[1], d[1] * d[2] * d[3], q[2], t, k, t, unit, o / h
     }
-  }'
+  }' | sort | cut -d"|" -f2- | sed 's/^/|/' | { echo "| shape | threads | hddp | OpenBLAS | hddp / OpenBLAS |"; echo "|---|---|---|---|---|"; cat; }
