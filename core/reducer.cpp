@@ -76,8 +76,28 @@ Reducer::Reducer(MPI_Comm comm, float* params, float* grads, int64_t n,
   for (int64_t off = 0; off < n_; off += int64_t(1) << 30)
     HDDP_MPI(MPI_Bcast(params + off, static_cast<int>(std::min<int64_t>(n_ - off, int64_t(1) << 30)), MPI_FLOAT, 0, comm_));
 
+  if (opt_.overlap && opt_.nbc_iallreduce_algorithm >= 0 && size_ > 1) init_nbc_algorithm();
   owner_ = std::this_thread::get_id();
   if (opt_.overlap && opt_.progress == Progress::Thread) thread_ = std::thread([this] { progress_thread_main(); });
+}
+
+void Reducer::init_nbc_algorithm() {
+  // MPI_T at the thread level MPI already provides: Open MPI lowers MPI_Query_thread's answer
+  // to the level MPI_T is initialised with.
+  int level = 0, provided = 0, index = -1, count = 0, current = -1;
+  HDDP_MPI(MPI_Query_thread(&level));
+  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return;
+  mpi_t_ = true;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS) return;  // not Open MPI
+  if (MPI_T_cvar_handle_alloc(index, nullptr, &nbc_algorithm_, &count) != MPI_SUCCESS) {
+    nbc_algorithm_ = MPI_T_CVAR_HANDLE_NULL;
+    return;
+  }
+  // Only an unset variable (0) is ours to change; every rank reads the same environment.
+  if (count != 1 || MPI_T_cvar_read(nbc_algorithm_, &current) != MPI_SUCCESS || current != 0) {
+    MPI_T_cvar_handle_free(&nbc_algorithm_);
+    nbc_algorithm_ = MPI_T_CVAR_HANDLE_NULL;
+  }
 }
 
 Reducer::~Reducer() {
@@ -90,6 +110,8 @@ Reducer::~Reducer() {
     thread_.join();
   }
   set_progress_hook(nullptr, nullptr);
+  if (nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&nbc_algorithm_);
+  if (mpi_t_) MPI_T_finalize();
 }
 
 void Reducer::begin_step() {
@@ -123,8 +145,14 @@ void Reducer::launch(size_t b) {
   if (b == 0) first_launch_ = last_poll_ = now;
   launched_at_[b] = now;
   HDDP_CHECK(bk.size() <= INT32_MAX, "bucket " << b << " holds more than 2^31 elements; lower the bucket cap");
+  // libnbc reads its algorithm variable when a call starts (ReducerOptions::nbc_iallreduce_algorithm).
+  if (nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL) HDDP_MPI(MPI_T_cvar_write(nbc_algorithm_, &opt_.nbc_iallreduce_algorithm));
   HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT,
                           MPI_SUM, comm_, &requests_[b]));
+  if (nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL) {
+    const int libnbc_choice = 0;
+    HDDP_MPI(MPI_T_cvar_write(nbc_algorithm_, &libnbc_choice));
+  }
 }
 
 void Reducer::complete(size_t b) {

@@ -44,6 +44,16 @@ struct ReducerOptions {
   bool overlap = true;            // false: one blocking MPI_Allreduce per bucket in finish()
   Progress progress = Progress::Test;
   double poll_interval_us = 50;   // shared/notes: 10..1000 us made no consistent difference
+  // Open MPI's coll/libnbc algorithm for the reducer's MPI_Iallreduce calls, written to the MCA
+  // variable coll_libnbc_iallreduce_algorithm through MPI_T right before each call and reset to
+  // 0 (libnbc's own choice) right after: 1 ring, 2 binomial, 3 rabenseifner (reduce-scatter +
+  // allgather), 4 recursive doubling; -1 leaves libnbc's choice. libnbc itself takes the
+  // binomial tree for every in-place call and for fewer than 4 ranks: rank 0 receives and sums
+  // everything, then sends the result back, while the other ranks wait - 1.5-3x slower than
+  // MPI_Allreduce from 1 MiB up on 2 ranks here, and rabenseifner as fast as MPI_Allreduce
+  // (bench/RESULTS.md, "Allreduce and overlap"). No effect on another MPI, or when the variable
+  // was already set (OMPI_MCA_coll_libnbc_iallreduce_algorithm or mpiexec --mca), which wins.
+  int nbc_iallreduce_algorithm = 3;
 };
 
 // Seconds; `last` is the most recent synchronised step, `total` sums all of them.
@@ -97,6 +107,7 @@ class Reducer {
   void test_in_flight();       // caller holds mu_
   void complete(size_t b);     // caller holds mu_
   void progress_thread_main();
+  void init_nbc_algorithm();
   static void gemm_hook(void* self);
 
   MPI_Comm comm_;
@@ -121,6 +132,10 @@ class Reducer {
   std::thread thread_;
   bool stop_ = false;
   std::thread::id owner_;  // the thread that drives MPI in Test mode
+  // ReducerOptions::nbc_iallreduce_algorithm: the MPI_T handle of libnbc's variable, when the
+  // reducer sets it; MPI_T initialised by this reducer.
+  MPI_T_cvar_handle nbc_algorithm_ = MPI_T_CVAR_HANDLE_NULL;
+  bool mpi_t_ = false;
 };
 
 }  // namespace hddp
