@@ -4,24 +4,30 @@
 // collectives whatever their timings - letting Google Benchmark size the runs per rank would
 // deadlock.
 //
-//   allreduce/blocking/<bytes>          MPI_Allreduce(MPI_IN_PLACE, float, SUM); real time per op
-//   allreduce/iallreduce_wait/<bytes>   MPI_Iallreduce + MPI_Wait; bytes_per_second is the
-//                                       algorithm bandwidth (bytes / time per op)
+//   allreduce/blocking/<bytes>          MPI_Allreduce(MPI_IN_PLACE, float, SUM), timed per op
+//   allreduce/iallreduce_wait/<bytes>/nbc:<binomial|rabenseifner>
+//                                       MPI_Iallreduce + MPI_Wait with Open MPI's coll/libnbc
+//                                       algorithm set through MPI_T (binomial is libnbc's own
+//                                       choice for in-place calls and below 4 ranks). Counters
+//                                       median_us and algbw_GBps = bytes / median time per op
+//                                       (algorithm bandwidth); Time and bytes_per_second are means
 //   allreduce/reducer/<mode>/<bytes>    one Reducer step (begin_step, grads_ready_from(0),
-//                                       finish) over one bucket of <bytes>, mode blocking |
-//                                       test | thread (overlapped, nothing to overlap), timed
-//                                       in the same loop as raw MPI_Allreduce and raw
-//                                       Iallreduce+Wait of the same bytes, the three in
-//                                       rotating order; counters: medians and overhead_pct =
-//                                       reducer / MPI_Allreduce - 1 (and vs Iallreduce+Wait)
-//   overlap/<strategy>/<bytes>[/poll_us:<p>]
+//                                       finish) over one bucket of <bytes>; mode blocking |
+//                                       test | thread (overlapped, nothing to overlap) with the
+//                                       reducer's default libnbc algorithm, test_binomial with
+//                                       libnbc's binomial tree. Timed in the same loop as raw
+//                                       MPI_Allreduce, raw Iallreduce+Wait (same algorithm) and
+//                                       the averaging pass alone, the four in rotating order;
+//                                       counters: medians, overhead_pct = reducer /
+//                                       MPI_Allreduce - 1 (and vs Iallreduce+Wait)
+//   overlap/<strategy>/<bytes>/nbc:<alg>[/poll_us:<p>]
 //                                       an Iallreduce of <bytes> alongside compute of the same
 //                                       duration (a loop of 128^3 hddp GEMMs, calibrated per
 //                                       rank to the strategy's pure communication time), each
 //                                       iteration measuring, after a barrier each: pure comm,
 //                                       compute alone (no MPI at all), comm + compute. Strategies:
 //                                         none            Iallreduce, compute, Wait
-//                                         mpi_test        MPI_Test after every GEMM (~55 us)
+//                                         mpi_test        MPI_Test after every GEMM (~50 us)
 //                                         reducer_test    Reducer, Progress::Test: progress()
 //                                                         after every GEMM + the GEMM hook
 //                                         reducer_thread  Reducer, Progress::Thread
@@ -30,12 +36,14 @@
 //                                       communication (medians per rank, averaged over ranks)
 //   step/wide/b<batch>/cap<MiB>         training step of 1 -> 1024 x4 (tanh) -> 1, Adam, per
 //                                       rank batch <batch>, bucket cap <MiB> (first bucket
-//                                       1 MiB); each iteration runs one step of each of four
+//                                       1 MiB); each iteration runs one step of each of six
 //                                       models in rotating order: local (no reducer), blocking,
-//                                       test (overlapped, Progress::Test), thread (overlapped,
-//                                       Progress::Thread). Counters: median step ms per mode,
-//                                       comm share of the blocking step, exposed comm, overlap
-//                                       and the overlapped/blocking step ratios.
+//                                       test / thread (overlapped, Progress::Test / ::Thread,
+//                                       the reducer's default libnbc algorithm) and
+//                                       test_binomial / thread_binomial (libnbc's binomial).
+//                                       Counters: median step ms per mode, comm share of the
+//                                       blocking step, exposed comm, overlap (ReducerStats) and
+//                                       overlapped / blocking step ratios.
 //
 // Run (see bench/RESULTS.md):
 //   OMP_NUM_THREADS=1 mpiexec --allow-run-as-root --oversubscribe --bind-to none -n 2
@@ -99,6 +107,52 @@ double max_over_ranks(double v) {
 
 void barrier() { HDDP_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
 
+// Open MPI's coll/libnbc iallreduce algorithm, the MCA variable coll_libnbc_iallreduce_algorithm
+// read and written through MPI_T: 0 = libnbc's own choice (the binomial tree for every in-place
+// call and below 4 ranks), 1 ring, 2 binomial, 3 rabenseifner, 4 recursive doubling.
+// NbcAlgorithm(a) sets it for its lifetime - the raw MPI_Iallreduce calls of one benchmark -
+// unless the environment already set it (then that value stays and current() reports it).
+constexpr int kBinomial = 2, kRabenseifner = 3;
+const char* nbc_name(int a) { return a == kBinomial ? "binomial" : a == kRabenseifner ? "rabenseifner" : "?"; }
+
+class NbcAlgorithm {
+ public:
+  explicit NbcAlgorithm(int algorithm) {
+    // MPI_T at the thread level MPI already provides: Open MPI lowers MPI_Query_thread's
+    // answer to the level MPI_T is initialised with.
+    int level = 0, provided = 0, index = -1, count = 0;
+    HDDP_MPI(MPI_Query_thread(&level));
+    if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return;
+    mpi_t_ = true;
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS) return;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &h_, &count) != MPI_SUCCESS) {
+      h_ = MPI_T_CVAR_HANDLE_NULL;
+      return;
+    }
+    if (count == 1 && MPI_T_cvar_read(h_, &saved_) == MPI_SUCCESS && saved_ == 0 && algorithm != 0 &&
+        MPI_T_cvar_write(h_, &algorithm) == MPI_SUCCESS)
+      set_ = true;
+  }
+  ~NbcAlgorithm() {
+    if (set_) MPI_T_cvar_write(h_, &saved_);
+    if (h_ != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&h_);
+    if (mpi_t_) MPI_T_finalize();
+  }
+  NbcAlgorithm(const NbcAlgorithm&) = delete;
+  NbcAlgorithm& operator=(const NbcAlgorithm&) = delete;
+  // The value in force: "n/a" on an MPI without the variable.
+  std::string current() {
+    int v = -1;
+    if (h_ == MPI_T_CVAR_HANDLE_NULL || MPI_T_cvar_read(h_, &v) != MPI_SUCCESS) return "n/a";
+    return std::to_string(v);
+  }
+
+ private:
+  MPI_T_cvar_handle h_ = MPI_T_CVAR_HANDLE_NULL;
+  int saved_ = 0;
+  bool mpi_t_ = false, set_ = false;
+};
+
 std::string size_name(int64_t bytes) {
   if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
   if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + "KiB";
@@ -111,8 +165,9 @@ int64_t iterations_for(int64_t bytes, double budget, int64_t lo, int64_t hi) {
 }
 
 // One bucket covering n floats: caps at least the whole size.
-ReducerOptions one_bucket(int64_t n, bool overlap, Progress progress, double poll_us = 50) {
+ReducerOptions one_bucket(int64_t n, bool overlap, Progress progress, int nbc, double poll_us = 50) {
   ReducerOptions o;
+  o.nbc_iallreduce_algorithm = nbc;
   o.bucket_cap_bytes = o.first_bucket_cap_bytes = std::max<int64_t>(n * int64_t(sizeof(float)), 1);
   o.overlap = overlap;
   o.progress = progress;
@@ -122,13 +177,17 @@ ReducerOptions one_bucket(int64_t n, bool overlap, Progress progress, double pol
 
 // ---- 1. MPI_Allreduce vs MPI_Iallreduce + MPI_Wait ---------------------------------------
 // In place on zeros (the sum stays finite; float addition costs the same for any normal value).
-void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking) {
+void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking, int nbc) {
+  NbcAlgorithm algorithm(nonblocking ? nbc : 0);
   const int n = static_cast<int>(bytes / int64_t(sizeof(float)));
   std::vector<float> buf(size_t(n), 0.0f);
   // Warm-up: first-touch of the buffer and of MPI's shared-memory segments.
   HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  std::vector<double> t;
+  t.reserve(size_t(st.max_iterations));
   barrier();
   for (auto _ : st) {
+    const auto t0 = Clock::now();
     if (nonblocking) {
       MPI_Request req;
       HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
@@ -136,19 +195,30 @@ void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking) {
     } else {
       HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     }
+    t.push_back(seconds(t0, Clock::now()));
+    st.SetIterationTime(t.back());
   }
+  // The mean (Time column, bytes_per_second) suffers from preemption on a shared machine;
+  // the median per op is the robust figure.
+  const double med = median(t);
   st.SetBytesProcessed(st.iterations() * bytes);
+  st.counters["median_us"] = med * 1e6;
+  st.counters["algbw_GBps"] = double(bytes) / med * 1e-9;
   st.counters["ranks"] = world_size();
 }
 
 // ---- 2. The reducer's own path vs raw MPI of the same bytes --------------------------------
-void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress progress) {
+void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress progress, int nbc) {
+  NbcAlgorithm algorithm(nbc);  // the raw Iallreduce runs the reducer's algorithm
   const int64_t n = bytes / int64_t(sizeof(float));
   std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f);
   Reducer reducer(MPI_COMM_WORLD, params.data(), grads.data(), n, {{"x", 0, n}},
-                  one_bucket(n, overlap, progress));
+                  one_bucket(n, overlap, progress, nbc));
   HDDP_CHECK(reducer.buckets().size() == 1, "bm_reducer: expected one bucket");
   const int ni = static_cast<int>(n);
+  const float inv = 1.0f / float(world_size());
+  // 0: MPI_Allreduce, 1: MPI_Iallreduce + MPI_Wait, 2: the reducer's step, 3: the averaging pass
+  // alone (what finish() does after the sum when there is more than one rank).
   auto op = [&](int which) {
     const auto t0 = Clock::now();
     switch (which) {
@@ -161,21 +231,25 @@ void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress prog
         HDDP_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
         break;
       }
-      default:
+      case 2:
         reducer.begin_step();
         reducer.grads_ready_from(0);
         reducer.finish();
+        break;
+      default:
+        scale(n, inv, raw.data());
     }
     return seconds(t0, Clock::now());
   };
-  for (int w = 0; w < 3; ++w) op(w);  // warm-up
-  std::array<std::vector<double>, 3> t;
+  constexpr int kOps = 4;
+  for (int w = 0; w < kOps; ++w) op(w);  // warm-up
+  std::array<std::vector<double>, kOps> t;
   for (auto& v : t) v.reserve(size_t(st.max_iterations));
   int64_t i = 0;
   barrier();
   for (auto _ : st) {
-    for (int k = 0; k < 3; ++k) {  // rotate the order: no op always runs first
-      const int which = int((i + k) % 3);
+    for (int k = 0; k < kOps; ++k) {  // rotate the order: no op always runs first
+      const int which = int((i + k) % kOps);
       t[which].push_back(op(which));
     }
     st.SetIterationTime(t[2].back());
@@ -186,6 +260,7 @@ void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress prog
   st.counters["allreduce_us"] = ar * 1e6;
   st.counters["iallreduce_us"] = ia * 1e6;
   st.counters["reducer_us"] = red * 1e6;
+  st.counters["average_us"] = world_size() > 1 ? median(t[3]) * 1e6 : 0.0;
   st.counters["overhead_pct"] = 100.0 * (red / ar - 1.0);
   st.counters["overhead_vs_iallreduce_pct"] = 100.0 * (red / ia - 1.0);
   st.counters["ranks"] = world_size();
@@ -228,8 +303,9 @@ struct Compute {
   }
 };
 
-void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, double poll_us) {
+void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, int nbc, double poll_us) {
   set_gemm_backend(GemmBackend::Blocked);
+  NbcAlgorithm algorithm(nbc);
   const int64_t n = bytes / int64_t(sizeof(float));
   const int ni = static_cast<int>(n);
   std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f);
@@ -237,7 +313,7 @@ void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, double poll_us)
   if (s == Strategy::ReducerTest || s == Strategy::ReducerThread)
     reducer = std::make_unique<Reducer>(
         MPI_COMM_WORLD, params.data(), grads.data(), n, std::vector<ParamSlice>{{"x", 0, n}},
-        one_bucket(n, true, s == Strategy::ReducerThread ? Progress::Thread : Progress::Test, poll_us));
+        one_bucket(n, true, s == Strategy::ReducerThread ? Progress::Thread : Progress::Test, nbc, poll_us));
   Compute compute;
   MPI_Request req = MPI_REQUEST_NULL;
 
@@ -327,25 +403,38 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
   for (auto& v : x) v = data_rng.uniform(-1.0f, 1.0f);
   for (auto& v : y) v = data_rng.uniform(-0.9f, 0.9f);
 
-  struct Runner {
+  struct Mode {
     const char* name;
+    bool ddp, overlap;
+    Progress progress;
+    int nbc;
+  };
+  // The reducer's defaults (libnbc rabenseifner) and, for comparison, libnbc's binomial tree.
+  const Mode modes[] = {{"local", false, false, Progress::Test, kRabenseifner},
+                        {"blocking", true, false, Progress::Test, kRabenseifner},
+                        {"test", true, true, Progress::Test, kRabenseifner},
+                        {"thread", true, true, Progress::Thread, kRabenseifner},
+                        {"test_binomial", true, true, Progress::Test, kBinomial},
+                        {"thread_binomial", true, true, Progress::Thread, kBinomial}};
+  struct Runner {
+    Mode mode;
     std::unique_ptr<Sequential<float>> model;
     std::unique_ptr<DistributedModel> ddp;  // null: local (no reducer)
     std::unique_ptr<Adam<float>> adam;
     std::vector<double> step, comm, exposed, overlap;
   };
   std::vector<Runner> runners;
-  const std::pair<const char*, int> modes[] = {{"local", -1}, {"blocking", 0}, {"test", 1}, {"thread", 2}};
-  for (auto [name, m] : modes) {
+  for (const Mode& m : modes) {
     Runner r;
-    r.name = name;
+    r.mode = m;
     Rng rng(1);
     r.model = std::make_unique<Sequential<float>>(wide_mlp(), batch, rng);
-    if (m >= 0) {
+    if (m.ddp) {
       ReducerOptions o;
       o.bucket_cap_bytes = cap_bytes;
-      o.overlap = m > 0;
-      o.progress = m == 2 ? Progress::Thread : Progress::Test;
+      o.overlap = m.overlap;
+      o.progress = m.progress;
+      o.nbc_iallreduce_algorithm = m.nbc;
       r.ddp = std::make_unique<DistributedModel>(MPI_COMM_WORLD, *r.model, o);
     }
     r.adam = std::make_unique<Adam<float>>(r.model->num_params(), AdamHyper{.lr = 1e-4});
@@ -382,45 +471,22 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
     st.SetIterationTime(round);
     ++i;
   }
-  double ms[4] = {};
-  for (size_t k = 0; k < nr; ++k) {
-    Runner& r = runners[k];
-    ms[k] = median(r.step) * 1e3;
-    st.counters[std::string(r.name) + "_ms"] = ms[k];
-    if (r.ddp && k >= 2) {
-      st.counters[std::string(r.name) + "_comm_ms"] = median(r.comm) * 1e3;
-      st.counters[std::string(r.name) + "_exposed_ms"] = median(r.exposed) * 1e3;
-      st.counters[std::string(r.name) + "_overlap_pct"] = 100.0 * median(r.overlap);
-    }
+  const double blocking_ms = median(runners[1].step) * 1e3;
+  for (Runner& r : runners) {
+    const std::string name = r.mode.name;
+    const double ms = median(r.step) * 1e3;
+    st.counters[name + "_ms"] = ms;
+    if (!r.ddp) continue;
+    st.counters[name + "_comm_ms"] = median(r.comm) * 1e3;
+    if (!r.mode.overlap) continue;
+    st.counters[name + "_exposed_ms"] = median(r.exposed) * 1e3;
+    st.counters[name + "_overlap_pct"] = 100.0 * median(r.overlap);
+    st.counters[name + "_ratio"] = ms / blocking_ms;
   }
-  const double blocking_comm_ms = median(runners[1].comm) * 1e3;
-  st.counters["blocking_comm_ms"] = blocking_comm_ms;
-  st.counters["comm_share_pct"] = 100.0 * blocking_comm_ms / ms[1];
-  st.counters["test_ratio"] = ms[2] / ms[1];
-  st.counters["thread_ratio"] = ms[3] / ms[1];
+  st.counters["comm_share_pct"] = 100.0 * median(runners[1].comm) * 1e3 / blocking_ms;
   st.counters["buckets"] = double(runners[1].ddp->reducer().buckets().size());
   st.counters["params"] = double(runners[0].model->num_params());
   st.counters["ranks"] = world_size();
-}
-
-// Open MPI's coll/libnbc iallreduce algorithm as the MCA variable says (MPI_T), for the record:
-// 0 = its own choice (binomial for fewer than 4 ranks), 1 ring, 2 binomial, 3 rabenseifner,
-// 4 recursive doubling. "n/a" on another MPI.
-std::string libnbc_iallreduce_algorithm() {
-  // MPI_T_init_thread with the level MPI already provides: Open MPI lowers MPI_Query_thread's
-  // answer to whatever level MPI_T was initialised with.
-  int level = 0, provided = 0, index = -1, count = 0, value = -1;
-  HDDP_MPI(MPI_Query_thread(&level));
-  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return "n/a";
-  std::string out = "n/a";
-  MPI_T_cvar_handle h;
-  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
-      MPI_T_cvar_handle_alloc(index, nullptr, &h, &count) == MPI_SUCCESS) {
-    if (count == 1 && MPI_T_cvar_read(h, &value) == MPI_SUCCESS) out = std::to_string(value);
-    MPI_T_cvar_handle_free(&h);
-  }
-  MPI_T_finalize();
-  return out;
 }
 
 class NullReporter : public benchmark::BenchmarkReporter {
@@ -436,56 +502,69 @@ bool has_flag(int argc, char** argv, const char* prefix) {
 }
 
 void register_all() {
-  // 1. latency / bandwidth, 4 B ... 64 MiB in powers of 4; the two variants side by side.
+  const int nbcs[] = {kBinomial, kRabenseifner};
+  // 1. latency / bandwidth, 4 B ... 64 MiB in powers of 4: MPI_Allreduce, then
+  //    Iallreduce + Wait with libnbc's binomial tree (its choice here) and with rabenseifner.
   for (int64_t bytes = 4; bytes <= (int64_t(64) << 20); bytes *= 4)
-    for (bool nb : {false, true}) {
-      const std::string name = std::string("allreduce/") + (nb ? "iallreduce_wait/" : "blocking/") + size_name(bytes);
-      benchmark::RegisterBenchmark(name.c_str(), [bytes, nb](benchmark::State& st) { bm_allreduce(st, bytes, nb); })
-          ->Iterations(iterations_for(bytes, double(int64_t(1) << 29), 10, 200000))
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
-  // 2. reducer overhead.
-  const struct {
-    const char* name;
-    bool overlap;
-    Progress progress;
-  } rmodes[] = {{"blocking", false, Progress::Test}, {"test", true, Progress::Test}, {"thread", true, Progress::Thread}};
-  for (int64_t bytes : {int64_t(4), int64_t(1) << 10, int64_t(64) << 10, int64_t(1) << 20, int64_t(4) << 20,
-                        int64_t(16) << 20, int64_t(64) << 20})
-    for (const auto& m : rmodes) {
-      const std::string name = std::string("allreduce/reducer/") + m.name + "/" + size_name(bytes);
-      benchmark::RegisterBenchmark(name.c_str(), [bytes, m](benchmark::State& st) { bm_reducer(st, bytes, m.overlap, m.progress); })
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool nb = variant > 0;
+      const int nbc = variant == 2 ? kRabenseifner : kBinomial;
+      std::string name = std::string("allreduce/") + (nb ? "iallreduce_wait/" : "blocking/") + size_name(bytes);
+      if (nb) name += std::string("/nbc:") + nbc_name(nbc);
+      benchmark::RegisterBenchmark(name.c_str(), [bytes, nb, nbc](benchmark::State& st) { bm_allreduce(st, bytes, nb, nbc); })
           ->Iterations(iterations_for(bytes, double(int64_t(1) << 28), 10, 50000))
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }
-  // 3. overlap per strategy and size; then the poll interval of the reducer's strategies.
+  // 2. reducer overhead: its three modes with its default libnbc algorithm, and Progress::Test
+  //    with libnbc's binomial tree.
+  const struct {
+    const char* name;
+    bool overlap;
+    Progress progress;
+    int nbc;
+  } rmodes[] = {{"blocking", false, Progress::Test, kRabenseifner},
+                {"test", true, Progress::Test, kRabenseifner},
+                {"thread", true, Progress::Thread, kRabenseifner},
+                {"test_binomial", true, Progress::Test, kBinomial}};
+  for (int64_t bytes : {int64_t(4), int64_t(1) << 10, int64_t(64) << 10, int64_t(1) << 20, int64_t(4) << 20,
+                        int64_t(16) << 20, int64_t(64) << 20})
+    for (const auto& m : rmodes) {
+      const std::string name = std::string("allreduce/reducer/") + m.name + "/" + size_name(bytes);
+      benchmark::RegisterBenchmark(name.c_str(), [bytes, m](benchmark::State& st) { bm_reducer(st, bytes, m.overlap, m.progress, m.nbc); })
+          ->Iterations(iterations_for(bytes, double(int64_t(1) << 27), 10, 20000))
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  // 3. overlap per strategy, size and libnbc algorithm; then the reducer's poll interval.
   auto overlap_iters = [](int64_t bytes) -> int64_t { return bytes <= (int64_t(1) << 20) ? 60 : bytes <= (int64_t(4) << 20) ? 30 : 12; };
   const Strategy strategies[] = {Strategy::None, Strategy::MpiTest, Strategy::ReducerTest, Strategy::ReducerThread};
   for (int64_t bytes : {int64_t(1) << 20, int64_t(4) << 20, int64_t(16) << 20})
-    for (Strategy s : strategies) {
-      const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes);
-      benchmark::RegisterBenchmark(name.c_str(), [bytes, s](benchmark::State& st) { bm_overlap(st, bytes, s, 50); })
-          ->Iterations(overlap_iters(bytes))
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
-  for (double poll : {10.0, 200.0, 1000.0})
-    for (Strategy s : {Strategy::ReducerTest, Strategy::ReducerThread}) {
-      const int64_t bytes = int64_t(4) << 20;
-      const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes) + "/poll_us:" + std::to_string(int(poll));
-      benchmark::RegisterBenchmark(name.c_str(), [bytes, s, poll](benchmark::State& st) { bm_overlap(st, bytes, s, poll); })
-          ->Iterations(overlap_iters(bytes))
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
+    for (int nbc : nbcs)
+      for (Strategy s : strategies) {
+        const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes) + "/nbc:" + nbc_name(nbc);
+        benchmark::RegisterBenchmark(name.c_str(), [bytes, s, nbc](benchmark::State& st) { bm_overlap(st, bytes, s, nbc, 50); })
+            ->Iterations(overlap_iters(bytes))
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+  for (int nbc : nbcs)
+    for (double poll : {10.0, 200.0, 1000.0})
+      for (Strategy s : {Strategy::ReducerTest, Strategy::ReducerThread}) {
+        const int64_t bytes = int64_t(4) << 20;
+        const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes) + "/nbc:" +
+                                 nbc_name(nbc) + "/poll_us:" + std::to_string(int(poll));
+        benchmark::RegisterBenchmark(name.c_str(), [bytes, s, nbc, poll](benchmark::State& st) { bm_overlap(st, bytes, s, nbc, poll); })
+            ->Iterations(overlap_iters(bytes))
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
   // 4. wide-MLP training step.
-  for (int64_t batch : {256, 32})
+  for (int64_t batch : {256, 32, 8})
     for (int64_t cap_mib : {25, 4}) {
       const std::string name = "step/wide/b" + std::to_string(batch) + "/cap" + std::to_string(cap_mib) + "MiB";
       benchmark::RegisterBenchmark(name.c_str(), [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20); })
-          ->Iterations(batch >= 256 ? 10 : 40)
+          ->Iterations(batch >= 256 ? 8 : batch >= 32 ? 20 : 30)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }
@@ -520,7 +599,7 @@ int main(int argc, char** argv) {
     HDDP_MPI(MPI_Get_library_version(version, &len));
     std::string v(version);
     benchmark::AddCustomContext("mpi_library", v.substr(0, v.find(',')));
-    benchmark::AddCustomContext("libnbc_iallreduce_algorithm", libnbc_iallreduce_algorithm());
+    benchmark::AddCustomContext("libnbc_iallreduce_algorithm_env", NbcAlgorithm(0).current());
     if (env.root()) {
       benchmark::RunSpecifiedBenchmarks();
     } else {
