@@ -1,7 +1,13 @@
 #include "core/reducer.h"
 
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <cstring>
 #include <sstream>
+#include <vector>
 
 #include "core/mpi_env.h"
 #include "kernels/elementwise.h"
@@ -15,6 +21,15 @@ Progress parse_progress(const std::string& s) {
   if (s == "test") return Progress::Test;
   if (s == "thread") return Progress::Thread;
   HDDP_CHECK_ARG(false, "unknown progress strategy '" << s << "': expected test or thread");
+}
+
+int spare_progress_cpu() {
+  const int places = omp_get_num_places(), threads = omp_get_max_threads();
+  if (places <= threads) return -1;
+  std::vector<int> ids(static_cast<size_t>(omp_get_place_num_procs(threads)));
+  if (ids.empty()) return -1;
+  omp_get_place_proc_ids(threads, ids.data());
+  return ids.front();
 }
 
 int Reducer::required_thread_level(Progress p) {
@@ -78,7 +93,25 @@ Reducer::Reducer(MPI_Comm comm, float* params, float* grads, int64_t n,
 
   if (opt_.overlap && opt_.nbc_iallreduce_algorithm >= 0 && size_ > 1) init_nbc_algorithm();
   owner_ = std::this_thread::get_id();
-  if (opt_.overlap && opt_.progress == Progress::Thread) thread_ = std::thread([this] { progress_thread_main(); });
+  if (opt_.overlap && opt_.progress == Progress::Thread) {
+    thread_ = std::thread([this] { progress_thread_main(); });
+    if (opt_.progress_cpu >= 0) {
+      HDDP_CHECK_ARG(opt_.progress_cpu < CPU_SETSIZE, "Reducer: progress_cpu " << opt_.progress_cpu << " out of range");
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(opt_.progress_cpu, &set);
+      const int rc = pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set);
+      if (rc != 0) {  // stop the thread before throwing: a joinable std::thread must not be destroyed
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stop_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+        HDDP_CHECK(false, "Reducer: cannot pin the progress thread to CPU " << opt_.progress_cpu << ": " << std::strerror(rc));
+      }
+    }
+  }
 }
 
 void Reducer::init_nbc_algorithm() {

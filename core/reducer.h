@@ -54,7 +54,18 @@ struct ReducerOptions {
   // (bench/RESULTS.md, "Allreduce and overlap"). No effect on another MPI, or when the variable
   // was already set (OMPI_MCA_coll_libnbc_iallreduce_algorithm or mpiexec --mca), which wins.
   int nbc_iallreduce_algorithm = 3;
+  // Progress::Thread: the CPU the progress thread is pinned to; -1 leaves it where it is
+  // created, i.e. on the creating thread's CPUs - with OMP_PROC_BIND set, libgomp has bound
+  // that (master) thread to one place at start-up, so the progress thread shares its core.
+  // spare_progress_cpu() picks the place OpenMP leaves free.
+  int progress_cpu = -1;
 };
+
+// A CPU for the progress thread that OpenMP does not use: with OMP_PLACES set and
+// OMP_PROC_BIND=close, a team of omp_get_max_threads() threads occupies the first places, so
+// the first CPU of place omp_get_max_threads() is free when there are more places than
+// threads (run OpenMP on c-1 of a rank's c cores). -1 when there is no such place.
+int spare_progress_cpu();
 
 // Seconds; `last` is the most recent synchronised step, `total` sums all of them.
 struct ReducerTimes {

@@ -1,0 +1,136 @@
+#pragma once
+// Bucket auto-sizing for the data-parallel reducer (core/reducer.h): choose the gradient
+// bucket cap that minimises the communication left exposed after backward, from
+//   - an alpha-beta model of one allreduce on the communicator, t(bytes) = alpha + beta * bytes,
+//     fitted by least squares to a short measurement, and
+//   - the backward profile: when each layer's gradients became final during a warm-up step
+//     (the model's backward hook timestamps).
+//
+// The pure part (fit, prediction, choice) has no MPI and is unit-tested on synthetic inputs
+// (tests/core/test_bucket_autosize.cpp). The MPI part measures both inputs at start-up,
+// identically on every rank; rank 0 decides and broadcasts, so every rank builds the same
+// buckets.
+//
+// The prediction replays the reducer: buckets from assign_buckets (core/buckets.h) in reverse
+// layer order; bucket b is launched at the first hook event whose ready offset is <= its begin
+// (or at the end of backward, in finish(), if none is); collectives run one after another
+// (libnbc progresses them in order), each taking alpha + beta * bytes:
+//   start[b] = max(launch[b], end[b-1]),  end[b] = start[b] + alpha + beta * bytes[b],
+//   exposed  = max(0, end[last] - backward end).
+// It assumes communication proceeds while backward computes. On a machine where it does not
+// (shared memory without asynchronous progress: the reduction runs inside MPI_Test calls and
+// takes CPU from backward; shared/notes/mpi-overlap.md) the measured exposed time is larger than
+// predicted, for every cap alike; bench/RESULTS.md compares prediction and measurement.
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/buckets.h"
+#include "core/model.h"
+
+namespace hddp {
+
+// One allreduce of `bytes` takes alpha + beta * bytes seconds.
+struct AllreduceModel {
+  double alpha = 0;  // seconds
+  double beta = 0;   // seconds per byte
+  double predict(int64_t bytes) const { return alpha + beta * double(bytes); }
+};
+
+// Least-squares fit of alpha, beta >= 0 to (bytes[i], seconds[i]) minimising the squared
+// RELATIVE error sum ((alpha + beta b_i - t_i) / t_i)^2, so that small messages (latency) count
+// as much as large ones (bandwidth). If the unconstrained optimum has a negative coefficient,
+// that coefficient is fixed at 0 and the other refitted. Throws std::invalid_argument unless
+// the vectors have the same length, at least two distinct sizes, sizes >= 0 and times > 0.
+AllreduceModel fit_alpha_beta(const std::vector<int64_t>& bytes, const std::vector<double>& seconds);
+
+// One backward hook call: at `t` seconds after backward started, every gradient at arena
+// offset >= ready_from was final.
+struct ReadyEvent {
+  int64_t ready_from = 0;
+  double t = 0;
+};
+// A backward pass: hook events in call order (ready_from non-increasing, t non-decreasing)
+// and the time backward ended.
+struct BackwardProfile {
+  std::vector<ReadyEvent> events;
+  double total = 0;
+};
+
+// The reducer's predicted timeline for one pair of caps.
+struct BucketPlan {
+  int64_t cap_bytes = 0, first_cap_bytes = 0;
+  size_t num_buckets = 0;
+  double comm = 0;      // sum of the collectives' predicted durations
+  double comm_end = 0;  // last collective done, seconds after backward started
+  double exposed = 0;   // max(0, comm_end - profile.total)
+};
+
+// Predicts exposed communication for caps (cap_bytes, first_cap_bytes) (see the top of this
+// file). Throws std::invalid_argument on a bad layout or caps (assign_buckets' checks), or an
+// inconsistent profile (events out of order, negative times, total before the last event).
+BucketPlan predict_buckets(const std::vector<ParamSlice>& layout, int64_t elem_bytes,
+                           const BackwardProfile& profile, const AllreduceModel& model,
+                           int64_t cap_bytes, int64_t first_cap_bytes);
+
+// Caps at which the bucket assignment can change: the byte sizes of every run of consecutive
+// parameters (assign_buckets only ever compares a run's size with the cap), ascending,
+// without duplicates. At most `max_candidates`: beyond that a log-spaced subset (always
+// keeping the smallest and the largest, the whole arena).
+std::vector<int64_t> candidate_caps(const std::vector<ParamSlice>& layout, int64_t elem_bytes,
+                                    size_t max_candidates = 4096);
+
+struct AutosizeOptions {
+  bool tune_first = false;                         // also choose the first bucket's cap
+  int64_t first_cap_bytes = int64_t(1) << 20;      // used when !tune_first
+  // Ties: plans within max(tie_abs, tie_rel * best) of the least exposed time count as equal;
+  // among them the fewest buckets win (each collective costs per-call overhead the model
+  // only partly sees), then the largest caps.
+  double tie_abs = 1e-6, tie_rel = 0.01;
+};
+
+// The caps minimising predicted exposed communication over candidate_caps (for the first
+// cap too when tune_first). Deterministic: the same inputs give the same plan on every rank.
+BucketPlan choose_bucket_caps(const std::vector<ParamSlice>& layout, int64_t elem_bytes,
+                              const BackwardProfile& profile, const AllreduceModel& model,
+                              const AutosizeOptions& options = {});
+
+// "4 MiB", "1.5 MiB", "96 KiB", "244 B".
+std::string format_bytes(int64_t bytes);
+
+// ---- MPI: the start-up measurement (collective on comm; every rank must call) ----
+
+// Allreduce timings on comm: MPI_Iallreduce + MPI_Wait (what the reducer runs) of float sums,
+// sizes from 1 KiB growing 4x up to max_bytes (at least two sizes, the last max_bytes), each
+// `reps` times after one warm-up, a barrier before each; per size the median over reps of
+// the slowest rank's time. The same vectors on every rank.
+struct AllreduceSamples {
+  std::vector<int64_t> bytes;
+  std::vector<double> seconds;
+};
+AllreduceSamples measure_allreduce(MPI_Comm comm, int64_t max_bytes, int reps = 5);
+
+// The backward profile of `model` on (x, target) (batch rows): `warmup` untimed steps, then
+// `reps` timed forward+backward passes whose hook timestamps are recorded; per event the
+// median over reps, then the maximum over ranks (a bucket can only complete when the slowest
+// rank has launched it). Replaces the model's backward hook for the duration and clears it
+// afterwards (call it before building a DistributedModel), and zeroes the gradients.
+BackwardProfile measure_backward(MPI_Comm comm, Sequential<float>& model, const float* x, int64_t batch,
+                                 const float* target, int warmup = 1, int reps = 3);
+
+struct AutosizeResult {
+  AllreduceSamples samples;
+  AllreduceModel model;
+  BackwardProfile profile;
+  BucketPlan plan;          // rank 0's choice, broadcast
+  double measure_seconds = 0;  // wall time the whole measurement took
+};
+
+// Both measurements, the fit and the choice; rank 0 decides and broadcasts the caps (every
+// rank returns the same plan). Collective on comm.
+AutosizeResult autosize_buckets(MPI_Comm comm, Sequential<float>& model, const float* x, int64_t batch,
+                                const float* target, const AutosizeOptions& options = {});
+
+}  // namespace hddp
