@@ -267,7 +267,12 @@ void save_state(const std::string& path, const ParamArena<T>& params, Optimizer<
 
 template <class T>
 void load_state(const std::string& path, ParamArena<T>& params, Optimizer<T>* opt, Meta* extra) {
-  const TensorFile f = read_tensor_file(path);
+  load_state(read_tensor_file(path), path, params, opt, extra);
+}
+
+template <class T>
+void load_state(const TensorFile& f, const std::string& path, ParamArena<T>& params, Optimizer<T>* opt,
+                Meta* extra) {
   const std::string where = "cannot load '" + path + "': ";
   HDDP_CHECK(f.dtype == dtype_of<T>(), where << "it holds " << to_string(f.dtype) << " values, the model is "
                                              << to_string(dtype_of<T>()));
@@ -337,5 +342,8 @@ template void save_state<float>(const std::string&, const ParamArena<float>&, Op
 template void save_state<double>(const std::string&, const ParamArena<double>&, Optimizer<double>*, const Meta&);
 template void load_state<float>(const std::string&, ParamArena<float>&, Optimizer<float>*, Meta*);
 template void load_state<double>(const std::string&, ParamArena<double>&, Optimizer<double>*, Meta*);
+template void load_state<float>(const TensorFile&, const std::string&, ParamArena<float>&, Optimizer<float>*, Meta*);
+template void load_state<double>(const TensorFile&, const std::string&, ParamArena<double>&, Optimizer<double>*,
+                                 Meta*);
 
 }  // namespace hddp

@@ -15,6 +15,9 @@
 //           ...   NM metadata entries: u32 key length, key bytes, u64 value length, value
 //                 bytes (opaque; see encode_u64s). Readers ignore keys they do not know, so
 //                 later issues add entries (epoch, RNG states, ...) without a new version.
+//                 Keys in use: "hddp.optim.kind", "hddp.optim.steps" (save_state below);
+//                 "ckpt.*", a training checkpoint's state and run identity (core/checkpoint.h,
+//                 which versions its own entries with "ckpt.version").
 //           ...   payload: each tensor's rows*cols values in descriptor order, row-major
 //   size-8  8     u64 checksum: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
 //                 0x100000001b3) of every byte before it
@@ -88,6 +91,10 @@ void save_state(const std::string& path, const ParamArena<T>& params, Optimizer<
 template <class T>
 void load_state(const std::string& path, ParamArena<T>& params, Optimizer<T>* opt = nullptr,
                 Meta* extra = nullptr);
+// The same from a file already read by read_tensor_file (path only names it in messages).
+template <class T>
+void load_state(const TensorFile& file, const std::string& path, ParamArena<T>& params,
+                Optimizer<T>* opt = nullptr, Meta* extra = nullptr);
 
 // FNV-1a 64 of bytes, continuing from h (the checksum of the format).
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL);

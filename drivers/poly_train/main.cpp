@@ -4,14 +4,33 @@
 // Each epoch every rank draws a batch, runs forward, loss, backward (gradient buckets are
 // reduced by MPI_Iallreduce while backward continues) and an optimizer step; after backward
 // every rank holds the same averaged gradients, so the parameters stay identical everywhere.
+//
+// Faults (see --help, exit codes in options.h):
+//   - Checkpoints (--checkpoint, --checkpoint-every, --resume; format in core/checkpoint.h):
+//     rank 0 gathers every rank's data-RNG state and losses and writes parameters, optimizer
+//     state, epoch and loss history atomically. A resumed run continues bitwise.
+//   - SIGTERM/SIGUSR1 only set a flag. Every --check-every epochs (and at every checkpoint
+//     and the last epoch) the ranks agree with one MPI_Allreduce of two int64 (MIN): the
+//     signal, and the earliest (epoch, rank) whose loss or own gradients were not finite.
+//     The agreement happens at the same epochs on every rank, so all stop together: on a
+//     signal after finishing the step, with a checkpoint (exit 75); on NaN/Inf before the
+//     optimizer step, keeping the last checkpoint, which only ever holds finite state (exit 3).
+//     Averaged gradients are the same on every rank, so a non-finite one makes every rank
+//     join the agreement at that very epoch.
+//   - A throwing rank prints its message and calls MPI_Abort (main); a rank that dies makes
+//     mpiexec end the job (tests/faults).
 #include <mpi.h>
 #include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -19,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "core/ddp.h"
 #include "core/mpi_env.h"
 #include "core/optim.h"
@@ -31,6 +51,43 @@
 #include "poly_train/report.h"
 
 namespace {
+
+// The stop request: the signal number, set by the handler (a lock-free atomic is
+// async-signal-safe, and, unlike a volatile sig_atomic_t, also well defined when the signal
+// lands on another thread, e.g. an OpenMP worker or Open MPI's progress thread).
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig, std::memory_order_relaxed); }
+
+void install_stop_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGUSR1}) HDDP_CHECK(sigaction(sig, &sa, nullptr) == 0, "sigaction: " << std::strerror(errno));
+}
+
+const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal"; }
+
+// hddp::Error messages start with "file.cpp:123: "; users need only the rest.
+std::string user_message(const std::string& what) {
+  const size_t p = what.find(".cpp:");
+  if (p == std::string::npos) return what;
+  const size_t q = what.find(": ", p + 5);
+  return q == std::string::npos ? what : what.substr(q + 2);
+}
+
+// True when every value is finite: the max of the magnitude bits stays below the exponent
+// mask (integer max vectorises; no branch per value).
+bool all_finite(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    m = std::max(m, b & 0x7fffffffu);
+  }
+  return m < 0x7f800000u;
+}
 
 using Clock = std::chrono::steady_clock;
 using hddp::mpi::Env;
@@ -86,15 +143,66 @@ std::string check_out_dir(const Env& env, const std::string& dir) {
   return err;
 }
 
+// --check-every 0: agree about every kCheckPeriod seconds of training, at most every
+// kMaxCheckInterval epochs (one MPI_Allreduce of 3 int64 costs 1-30 us here, 3 ranks on 2
+// cores; a tutorial step 45 us).
+constexpr double kCheckPeriod = 0.005;
+constexpr int64_t kMaxCheckInterval = 1000;
+
 struct PhaseTimes {
   double forward = 0, backward = 0, optimizer = 0, total = 0;
 };
+
+// The run's identity in a checkpoint: what must be the same for a resume to continue it.
+std::map<std::string, std::string> run_identity(const Options& o, const std::vector<hddp::LayerSpec>& layers) {
+  std::string l;
+  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+  char lr[64];
+  std::snprintf(lr, sizeof lr, "%.17g", o.lr);
+  std::map<std::string, std::string> id{{"function", o.function},     {"layers", l},
+                                        {"optimizer", o.optimizer},   {"lr", lr},
+                                        {"batch_size", std::to_string(o.batch_size)},
+                                        {"sampling", o.sampling},     {"seed", std::to_string(o.seed)}};
+  if (o.optimizer == "sgd") {
+    char m[64];
+    std::snprintf(m, sizeof m, "%.17g", o.momentum);
+    id["momentum"] = m;
+  }
+  return id;
+}
+
+// Rank 0's verdict, the same on every rank: "" or the error.
+std::string bcast_verdict(const Env& env, std::string err) {
+  int len = static_cast<int>(err.size());
+  HDDP_MPI(MPI_Bcast(&len, 1, MPI_INT, 0, env.comm()));
+  err.resize(len);
+  if (len) HDDP_MPI(MPI_Bcast(err.data(), len, MPI_CHAR, 0, env.comm()));
+  return err;
+}
+
+template <class T>
+void bcast_array(T* data, int64_t n, MPI_Datatype type, MPI_Comm comm) {
+  for (int64_t off = 0; off < n; off += int64_t(1) << 30)
+    HDDP_MPI(MPI_Bcast(data + off, static_cast<int>(std::min<int64_t>(n - off, int64_t(1) << 30)), type, 0, comm));
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st{};
+  return stat(path.c_str(), &st) == 0;
+}
 
 int run(Env& env, const Options& o) {
   const int rank = env.rank(), size = env.size();
   const int threads = resolve_threads(o);
   omp_set_num_threads(threads);
   if (!o.gemm.empty()) hddp::set_gemm_backend(hddp::parse_gemm_backend(o.gemm));
+  for (const auto* in : {&o.inject_nan, &o.inject_throw})
+    if (in->epoch >= 0 && in->rank >= size) {
+      if (rank == 0)
+        std::fprintf(stderr, "poly_train: error: --debug-%s: rank %d does not exist (%d rank(s))\n",
+                     in == &o.inject_nan ? "inject-nan" : "throw", in->rank, size);
+      return poly::kExitUsage;
+    }
 
   // Scalers to [-1, 1]: x fitted on linspace(-3, 10, 32), y on f of those points.
   const std::vector<double> xs = poly::linspace(poly::kXMin, poly::kXMax, poly::kEvalPoints);
@@ -109,14 +217,8 @@ int run(Env& env, const Options& o) {
   const int64_t local = o.batch_size, global = sharded ? o.batch_size * size : o.batch_size;
   const int64_t kEvalChunk = 256;
   hddp::Rng init(o.seed, 0);
-  hddp::Sequential<float> model(build_layers(o.hidden), std::max(local, kEvalChunk), init);
-  std::unique_ptr<hddp::Trace> trace = o.trace.empty() ? nullptr : std::make_unique<hddp::Trace>(rank);
-  hddp::ReducerOptions ropt;
-  ropt.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb * 1048576.0));
-  ropt.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb * 1048576.0));
-  ropt.overlap = o.overlap;
-  ropt.progress = hddp::parse_progress(o.progress);
-  hddp::DistributedModel ddp(env.comm(), model, ropt, trace.get());
+  const std::vector<hddp::LayerSpec> layers = build_layers(o.hidden);
+  hddp::Sequential<float> model(layers, std::max(local, kEvalChunk), init);
   std::unique_ptr<hddp::Optimizer<float>> opt;
   if (o.optimizer == "adam") {
     hddp::AdamHyper h;
@@ -128,32 +230,234 @@ int run(Env& env, const Options& o) {
     opt = std::make_unique<hddp::SGD<float>>(model.num_params(), h);
   }
 
-  std::printf("Running DDP on rank %d/%d.\n", rank, size);
-  std::fflush(stdout);
+  // Checkpoint: rank 0 checks the file's directory and, with --resume, reads the checkpoint,
+  // compares its run with this one and loads it into the model and optimizer. Every rank
+  // learns the verdict; a bad checkpoint is only ever read, never written.
+  const std::map<std::string, std::string> identity = run_identity(o, layers);
+  std::vector<std::vector<float>> history(rank == 0 ? size : 0);  // rank 0: every rank's losses
+  std::vector<hddp::Rng::State> rng_states;                        // rank 0, on resume
+  int64_t start = 0;
+  if (!o.checkpoint.empty()) {
+    std::string err;
+    if (rank == 0) {
+      const size_t slash = o.checkpoint.find_last_of('/');
+      const std::string dir = slash == std::string::npos ? "." : o.checkpoint.substr(0, slash + 1);
+      const bool exists = file_exists(o.checkpoint);
+      if (access(dir.c_str(), W_OK | X_OK) != 0)
+        err = "--checkpoint: cannot write into directory '" + dir + "': " + std::strerror(errno);
+      else if (exists && !o.resume)
+        err = "--checkpoint: '" + o.checkpoint + "' exists; pass --resume to continue from it, or remove it to start over";
+      else if (exists) {
+        try {
+          const hddp::Checkpoint c = hddp::read_checkpoint(o.checkpoint);
+          const std::string diff = hddp::identity_diff(c.state, size, identity);
+          if (!diff.empty())
+            err = "--resume: '" + o.checkpoint + "' was written by a different run (" + diff +
+                  "); use the same settings and rank count, or another --checkpoint file";
+          else if (c.state.epoch > o.epochs)
+            err = "--resume: '" + o.checkpoint + "' is at epoch " + std::to_string(c.state.epoch) + ", past --epochs " +
+                  std::to_string(o.epochs) + " (--epochs is the total, not a number of extra epochs)";
+          else {
+            hddp::restore_checkpoint(c, o.checkpoint, model.arena(), *opt);
+            start = c.state.epoch;
+            rng_states = c.state.rng;
+            for (int r = 0; r < size; ++r)
+              history[r].assign(c.state.losses.begin() + r * start, c.state.losses.begin() + (r + 1) * start);
+          }
+        } catch (const hddp::Error& e) {
+          err = "--resume: cannot use checkpoint: " + user_message(e.what());
+        }
+      }
+    }
+    err = bcast_verdict(env, err);
+    if (!err.empty()) {  // every rank stops here, before any training
+      if (rank == 0) std::fprintf(stderr, "poly_train: error: %s\n", err.c_str());
+      return poly::kExitUsage;
+    }
+  }
+
+  std::unique_ptr<hddp::Trace> trace = o.trace.empty() ? nullptr : std::make_unique<hddp::Trace>(rank);
+  hddp::ReducerOptions ropt;
+  ropt.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb * 1048576.0));
+  ropt.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb * 1048576.0));
+  ropt.overlap = o.overlap;
+  ropt.progress = hddp::parse_progress(o.progress);
+  hddp::DistributedModel ddp(env.comm(), model, ropt, trace.get());  // broadcasts rank 0's parameters
 
   // Samples: per-rank, each rank its own stream (seed, 1 + rank); sharded, one global batch
   // from stream (seed, 1) on every rank, of which each takes its contiguous slice.
   hddp::Rng data(o.seed, sharded ? 1 : 1 + uint64_t(rank));
   const hddp::Shard shard = sharded ? hddp::shard_of(global, rank, size) : hddp::Shard{0, local};
+
+  // Resuming: the rest of rank 0's state goes to every rank (the parameters went with the
+  // reducer's broadcast).
+  HDDP_MPI(MPI_Bcast(&start, 1, MPI_INT64_T, 0, env.comm()));
+  if (start > 0) {
+    for (const hddp::StateBuffer<float>& b : opt->state()) bcast_array(b.data, b.size, MPI_FLOAT, env.comm());
+    int64_t steps = opt->steps();
+    HDDP_MPI(MPI_Bcast(&steps, 1, MPI_INT64_T, 0, env.comm()));
+    opt->set_steps(steps);
+    std::vector<uint64_t> all(rank == 0 ? 4 * size_t(size) : 0);
+    for (int r = 0; r < int(rng_states.size()); ++r) std::copy(rng_states[r].begin(), rng_states[r].end(), all.begin() + 4 * r);
+    hddp::Rng::State mine{};
+    HDDP_MPI(MPI_Scatter(all.data(), 4, MPI_UINT64_T, mine.data(), 4, MPI_UINT64_T, 0, env.comm()));
+    data.set_state(mine);
+  }
+
+  std::printf("Running DDP on rank %d/%d.\n", rank, size);
+  std::fflush(stdout);
+  if (rank == 0 && !o.checkpoint.empty()) {
+    if (start > 0)
+      std::fprintf(stderr, "poly_train: resumed from '%s' at epoch %lld of %lld\n", o.checkpoint.c_str(),
+                   (long long)start, (long long)o.epochs);
+    else if (o.resume)
+      std::fprintf(stderr, "poly_train: no checkpoint '%s' yet: starting from scratch\n", o.checkpoint.c_str());
+  }
+
+  // Local gradient check: the backward hook sees each layer's own (not yet averaged)
+  // gradients [from, prev) just before they go to the reducer; it then does what
+  // DistributedModel's hook does (start the buckets that became ready).
+  const int64_t nparams = model.num_params();
+  int64_t hook_prev = nparams, bad_grad_at = -1;  // bad_grad_at: arena offset of a non-finite local gradient
+  hddp::Reducer& reducer = ddp.reducer();
+  model.set_backward_hook([&](size_t, int64_t from) {
+    if (from < hook_prev) {
+      if (bad_grad_at < 0 && !all_finite(model.grads() + from, hook_prev - from)) bad_grad_at = from;
+      hook_prev = from;
+    }
+    reducer.grads_ready_from(from);
+  });
+  auto param_at = [&](int64_t off) {
+    for (const hddp::ParamView& v : model.param_views())
+      if (off >= v.offset && off < v.offset + v.size()) return v.name;
+    return std::string("?");
+  };
+
+  // Loss history on rank 0: [0, synced) of every rank is in `history`.
+  std::vector<float> losses(o.epochs);
+  int64_t synced = start;
+  auto sync_losses = [&](int64_t upto) {
+    const int n = static_cast<int>(upto - synced);
+    std::vector<float> buf(rank == 0 ? size_t(n) * size : 0);
+    HDDP_MPI(MPI_Gather(losses.data() + synced, n, MPI_FLOAT, buf.data(), n, MPI_FLOAT, 0, env.comm()));
+    if (rank == 0)
+      for (int r = 0; r < size; ++r) history[r].insert(history[r].end(), buf.begin() + size_t(r) * n, buf.begin() + size_t(r + 1) * n);
+    synced = upto;
+  };
+  // Writes the checkpoint of `done` epochs (collective). Every rank checks the parameters
+  // and optimizer state (identical everywhere) first: non-finite state is never saved.
+  int64_t saved_epoch = start;
+  auto state_finite = [&] {
+    if (!all_finite(model.params(), nparams)) return false;
+    for (const hddp::StateBuffer<float>& b : opt->state())
+      if (!all_finite(b.data, b.size)) return false;
+    return true;
+  };
+  auto write_checkpoint = [&](int64_t done) {
+    sync_losses(done);
+    std::vector<uint64_t> all(rank == 0 ? 4 * size_t(size) : 0);
+    HDDP_MPI(MPI_Gather(data.state().data(), 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, env.comm()));
+    if (rank != 0) return;
+    hddp::TrainState st;
+    st.epoch = done, st.world_size = size, st.identity = identity;
+    st.rng.resize(size);
+    for (int r = 0; r < size; ++r) std::copy(all.begin() + 4 * r, all.begin() + 4 * r + 4, st.rng[r].begin());
+    st.losses.reserve(size_t(size) * done);
+    for (int r = 0; r < size; ++r) st.losses.insert(st.losses.end(), history[r].begin(), history[r].begin() + done);
+    hddp::save_checkpoint(o.checkpoint, model.arena(), *opt, st);
+    saved_epoch = done;
+  };
+  auto kept_checkpoint = [&] {
+    if (o.checkpoint.empty()) return std::string(" (no --checkpoint)");
+    if (saved_epoch == start && !file_exists(o.checkpoint)) return std::string(" (no checkpoint written yet)");
+    return "; the last checkpoint '" + o.checkpoint + "' (" + std::to_string(saved_epoch) + " epochs) is kept";
+  };
+
+  // Ends the run on every rank together: everyone has printed and (rank 0) written before
+  // any rank exits, because mpiexec tears the job down at the first non-zero exit.
+  auto stop_together = [&](int code) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    HDDP_MPI(MPI_Barrier(env.comm()));
+    return code;
+  };
+
   std::vector<double> xg(global), yg(global);
   std::vector<float> x(local), y(local);
-  std::vector<float> losses(o.epochs);
   PhaseTimes t;
   const auto t_start = Clock::now();
-  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
+  int64_t local_bad = INT64_MAX;  // earliest epoch * size + rank with a non-finite loss or own gradient
+  std::string local_reason;
+  // The agreement: first at the first epoch (a signal may have come during start-up), then
+  // at the agreed interval.
+  int64_t next_check = start, last_check = start - 1;
+  auto t_check = Clock::now();
+  for (int64_t epoch = start; epoch < o.epochs; ++epoch) {
     const auto t0 = Clock::now();
     for (int64_t i = 0; i < global; ++i) xg[i] = data.uniform<double>(poly::kXMin, poly::kXMax);
     for (int64_t i = 0; i < local; ++i) yg[i] = poly::target(o.function, xg[shard.begin + i]);
     xscale.transform(xg.data() + shard.begin, local, 1, xg.data() + shard.begin);
     yscale.transform(yg.data(), local, 1, yg.data());
     for (int64_t i = 0; i < local; ++i) x[i] = float(xg[shard.begin + i]), y[i] = float(yg[i]);
+    if (epoch == o.inject_nan.epoch && rank == o.inject_nan.rank) x[0] = std::numeric_limits<float>::quiet_NaN();
+    if (epoch == o.inject_throw.epoch && rank == o.inject_throw.rank)
+      throw hddp::Error("injected failure (--debug-throw) at epoch " + std::to_string(epoch) + " on rank " +
+                        std::to_string(rank));
 
     model.zero_grad();
     model.forward(x.data(), local);
     const float loss = model.loss(y.data());
     const auto t1 = Clock::now();
+    hook_prev = nparams, bad_grad_at = -1;
     ddp.backward(y.data());
     const auto t2 = Clock::now();
+
+    // Faults: local checks every epoch; the collective agreement every --check-every epochs,
+    // at every checkpoint, at the last epoch, and at once when the averaged gradients (the
+    // same on every rank) are not finite.
+    if (local_bad == INT64_MAX && (!std::isfinite(loss) || bad_grad_at >= 0)) {
+      local_bad = epoch * size + rank;
+      char why[200];
+      if (!std::isfinite(loss)) std::snprintf(why, sizeof why, "loss = %g", double(loss));
+      else std::snprintf(why, sizeof why, "gradient of '%s' not finite", param_at(bad_grad_at).c_str());
+      local_reason = why;
+    }
+    const bool avg_bad = !all_finite(model.grads(), nparams);
+    const bool ckpt_now = o.checkpoint_every > 0 && (epoch + 1) % o.checkpoint_every == 0;
+    int stop_sig = 0;
+    if (avg_bad || ckpt_now || epoch == next_check || epoch + 1 == o.epochs) {
+      // Each rank proposes the next interval (fixed, or about kCheckPeriod of its own recent
+      // training time); everyone takes the smallest, so the next agreement is at the same
+      // epoch everywhere.
+      int64_t interval = o.check_every;
+      if (interval == 0) {
+        const double per_epoch = seconds(t_check, Clock::now()) / double(epoch - last_check);
+        interval = per_epoch > 0 ? int64_t(std::clamp(kCheckPeriod / per_epoch, 1.0, double(kMaxCheckInterval)))
+                                 : kMaxCheckInterval;
+      }
+      int64_t in[3] = {-int64_t(g_stop_signal.load(std::memory_order_relaxed)), local_bad, interval}, out[3];
+      HDDP_MPI(MPI_Allreduce(in, out, 3, MPI_INT64_T, MPI_MIN, env.comm()));
+      next_check = epoch + out[2], last_check = epoch, t_check = Clock::now();
+      stop_sig = int(-out[0]);
+      if (out[1] != INT64_MAX || avg_bad) {
+        if (local_bad != INT64_MAX)
+          std::fprintf(stderr, "[rank %d] non-finite value at epoch %lld: %s\n", rank, (long long)(local_bad / size),
+                       local_reason.c_str());
+        if (rank == 0) {
+          if (out[1] != INT64_MAX)
+            std::fprintf(stderr,
+                         "poly_train: error: NaN/Inf at epoch %lld on rank %lld (its loss or own gradients); "
+                         "all ranks stopped before the optimizer step of epoch %lld%s\n",
+                         (long long)(out[1] / size), (long long)(out[1] % size), (long long)epoch, kept_checkpoint().c_str());
+          else
+            std::fprintf(stderr,
+                         "poly_train: error: NaN/Inf in the gradients averaged over the ranks at epoch %lld (every "
+                         "rank's own loss and gradients were finite: the sum overflowed); all ranks stopped%s\n",
+                         (long long)epoch, kept_checkpoint().c_str());
+        }
+        return stop_together(poly::kExitNonFinite);
+      }
+    }
     opt->step(model.params(), model.grads());
     const auto t3 = Clock::now();
     t.forward += seconds(t0, t1), t.backward += seconds(t1, t2), t.optimizer += seconds(t2, t3);
@@ -162,27 +466,52 @@ int run(Env& env, const Options& o) {
       trace->add("backward", "compute", t1, t2, 0);
       trace->add("optimizer", "compute", t2, t3, 0);
     }
-    HDDP_CHECK(std::isfinite(loss), "loss is " << loss << " at epoch " << epoch << " on rank " << rank
-                                               << " (try a smaller --lr)");
     losses[epoch] = loss;
     if (epoch % o.log_every == 0) {
       std::printf("epoch %lld, loss = %.6g, rank %d/%d (%s).\n", (long long)epoch, double(loss), rank, size,
                   env.hostname().c_str());
       std::fflush(stdout);
-      if (rank == 0 && epoch > 0) {
-        const double el = seconds(t_start, Clock::now()), per = el / double(epoch + 1);
+      if (rank == 0 && epoch > start) {
+        const double el = seconds(t_start, Clock::now()), per = el / double(epoch - start + 1);
         std::fprintf(stderr, "progress: epoch %lld/%lld (%.0f%%), %.2f us/step, ETA %.1f s\n", (long long)epoch,
                      (long long)o.epochs, 100.0 * double(epoch) / double(o.epochs), per * 1e6,
                      per * double(o.epochs - epoch - 1));
       }
     }
+    const bool last = epoch + 1 == o.epochs;
+    if ((ckpt_now || stop_sig) && !last && !o.checkpoint.empty()) {
+      if (!state_finite()) {
+        if (rank == 0)
+          std::fprintf(stderr, "poly_train: error: the parameters or optimizer state are not finite after epoch %lld; "
+                               "all ranks stopped%s\n", (long long)epoch, kept_checkpoint().c_str());
+        return stop_together(poly::kExitNonFinite);
+      }
+      write_checkpoint(epoch + 1);
+    }
+    if (stop_sig && !last) {
+      if (rank == 0)
+        std::fprintf(stderr, "poly_train: %s: all ranks stopped after %lld of %lld epochs; %s (exit code %d)\n",
+                     signal_name(stop_sig), (long long)(epoch + 1), (long long)o.epochs,
+                     o.checkpoint.empty() ? "no --checkpoint, so the progress is lost"
+                                          : ("checkpoint '" + o.checkpoint + "' written: continue with --resume").c_str(),
+                     poly::kExitStopped);
+      return stop_together(poly::kExitStopped);
+    }
   }
   t.total = seconds(t_start, Clock::now());
+  sync_losses(o.epochs);
+  if (!o.checkpoint.empty()) {  // the final checkpoint: a later --resume with more --epochs continues from here
+    if (!state_finite()) {
+      if (rank == 0)
+        std::fprintf(stderr, "poly_train: error: the parameters or optimizer state are not finite at the end; "
+                             "final checkpoint not written%s\n", kept_checkpoint().c_str());
+      return stop_together(poly::kExitNonFinite);
+    }
+    write_checkpoint(o.epochs);
+  }
+  const int64_t trained = o.epochs - start;
 
-  // Everything rank 0 reports: all ranks' losses, timings and trace events.
-  std::vector<float> all_losses(rank == 0 ? size_t(o.epochs) * size : 0);
-  HDDP_MPI(MPI_Gather(losses.data(), static_cast<int>(o.epochs), MPI_FLOAT, all_losses.data(),
-                      static_cast<int>(o.epochs), MPI_FLOAT, 0, env.comm()));
+  // Everything rank 0 reports: timings and trace events (the losses are in `history`).
   const hddp::ReducerStats& rs = ddp.reducer().stats();
   double mine[6] = {t.forward, t.backward, t.optimizer, t.total, rs.total.comm, rs.total.exposed};
   std::vector<double> all_times(rank == 0 ? 6 * size : 0);
@@ -225,14 +554,13 @@ int run(Env& env, const Options& o) {
   }
   const std::string dir = o.out + "/";
   poly::write_eval_csv(dir + "eval.csv", eval);
-  std::vector<std::vector<float>> per_rank(size);
-  for (int r = 0; r < size; ++r) per_rank[r].assign(all_losses.begin() + r * o.epochs, all_losses.begin() + (r + 1) * o.epochs);
-  poly::write_loss_csv(dir + "loss.csv", per_rank);
+  poly::write_loss_csv(dir + "loss.csv", history);
   if (trace) poly::write_file(o.trace, "{\"traceEvents\":[\n" + all_events + "\n]}\n");
 
-  std::printf("training: %lld epochs in %.3f s (%.2f us/step), %d rank(s) x %d thread(s), gemm %s\n",
-              (long long)o.epochs, t.total, 1e6 * t.total / double(o.epochs), size, threads,
-              hddp::to_string(hddp::gemm_backend()));
+  std::printf("training: %lld epochs in %.3f s (%.2f us/step), %d rank(s) x %d thread(s), gemm %s%s\n",
+              (long long)trained, t.total, trained > 0 ? 1e6 * t.total / double(trained) : 0.0, size, threads,
+              hddp::to_string(hddp::gemm_backend()),
+              start > 0 ? (", resumed at epoch " + std::to_string(start)).c_str() : "");
   std::printf("evaluation: mean |f - g| = %.4g, max |f - g| = %.4g over %lld points; wrote %seval.csv, %sloss.csv\n",
               mean_err, max_err, (long long)poly::kEvalPoints, dir.c_str(), dir.c_str());
   if (o.stats) {
@@ -270,19 +598,26 @@ int main(int argc, char** argv) {
   } catch (const poly::UsageError& e) {
     usage_error = e.what();
   }
+  // MPI lives in this outer scope, so the handler below runs while it is still initialised:
+  // an exception that unwound past Env first would MPI_Finalize this rank, which waits for
+  // the others, which wait for this rank in the reducer: a hang instead of an abort.
+  std::unique_ptr<Env> env;
   try {
-    Env env(&argc, &argv, hddp::Reducer::required_thread_level(hddp::parse_progress(opts.progress)));
-    if (usage_error.empty() && !opts.help) usage_error = check_out_dir(env, opts.out);
+    env = std::make_unique<Env>(&argc, &argv, hddp::Reducer::required_thread_level(hddp::parse_progress(opts.progress)));
+    if (usage_error.empty() && !opts.help) usage_error = check_out_dir(*env, opts.out);
     if (!usage_error.empty()) {  // every rank gets here with the same verdict: exit 2 together
-      if (env.root()) std::fprintf(stderr, "poly_train: error: %s\nTry 'poly_train --help'.\n", usage_error.c_str());
-      return 2;
+      if (env->root()) std::fprintf(stderr, "poly_train: error: %s\nTry 'poly_train --help'.\n", usage_error.c_str());
+      return poly::kExitUsage;
     }
     if (opts.help) {
-      if (env.root()) std::fputs(poly::help_text("poly_train").c_str(), stdout);
-      return 0;
+      if (env->root()) std::fputs(poly::help_text("poly_train").c_str(), stdout);
+      return poly::kExitOk;
     }
-    return run(env, opts);
+    install_stop_handlers();  // after MPI_Init, so nothing Open MPI installs can replace them
+    return run(*env, opts);
   } catch (const std::exception& e) {
-    hddp::mpi::abort_all(1, e.what());  // ends every rank: no rank waits forever for this one
+    hddp::mpi::abort_all(poly::kExitError, e.what());  // ends every rank: no rank waits forever for this one
+  } catch (...) {
+    hddp::mpi::abort_all(poly::kExitError, "unknown exception");
   }
 }

@@ -47,6 +47,20 @@ std::vector<int64_t> to_widths(const std::string& flag, const std::string& v) {
   return w;
 }
 
+// EPOCH[:RANK], both >= 0 (RANK defaults to 0).
+Options::Inject to_inject(const std::string& flag, const std::string& v) {
+  Options::Inject in;
+  const size_t colon = v.find(':');
+  in.epoch = to_int(flag, v.substr(0, colon));
+  if (colon != std::string::npos) {
+    const int64_t r = to_int(flag, v.substr(colon + 1));
+    if (r < 0 || r > (int64_t(1) << 20)) fail(flag + ": rank must be in [0, 1048576], got " + std::to_string(r));
+    in.rank = int(r);
+  }
+  if (in.epoch < 0) fail(flag + ": epoch must be >= 0, got " + std::to_string(in.epoch));
+  return in;
+}
+
 }  // namespace
 
 Options parse_options(int argc, const char* const* argv) {
@@ -91,9 +105,19 @@ Options parse_options(int argc, const char* const* argv) {
     else if (arg == "--gemm") o.gemm = one_of(arg, val(), {"blocked", "openblas", "naive"});
     else if (arg == "--trace") o.trace = val();
     else if (arg == "--stats") flag_only(), o.stats = true;
+    else if (arg == "--checkpoint") {
+      o.checkpoint = val();
+      if (o.checkpoint.empty()) fail("--checkpoint: must not be empty");
+    }
+    else if (arg == "--checkpoint-every") o.checkpoint_every = to_int(arg, val());
+    else if (arg == "--resume") flag_only(), o.resume = true;
+    else if (arg == "--check-every") o.check_every = to_int(arg, val());
+    else if (arg == "--debug-inject-nan") o.inject_nan = to_inject(arg, val());
+    else if (arg == "--debug-throw") o.inject_throw = to_inject(arg, val());
     else fail("unknown option '" + arg + "'");
   }
-  if (o.epochs <= 0) fail("--epochs: must be > 0, got " + std::to_string(o.epochs));
+  if (o.epochs <= 0 || o.epochs > kMaxEpochs)
+    fail("--epochs: must be in [1, " + std::to_string(kMaxEpochs) + "], got " + std::to_string(o.epochs));
   if (o.batch_size <= 0 || o.batch_size > (int64_t(1) << 24))
     fail("--batch-size: must be in [1, 16777216], got " + std::to_string(o.batch_size));
   if (!(o.lr > 0)) fail("--lr: must be > 0");
@@ -103,6 +127,11 @@ Options parse_options(int argc, const char* const* argv) {
   if (!(o.first_bucket_mb > 0)) fail("--first-bucket-mb: must be > 0");
   if (o.threads < 0 || o.threads > 4096) fail("--threads: must be in [1, 4096] (0 = automatic)");
   if (o.out.empty()) fail("--out: must not be empty");
+  if (o.checkpoint_every < 0) fail("--checkpoint-every: must be >= 0, got " + std::to_string(o.checkpoint_every));
+  if (o.check_every < 0 || o.check_every > kMaxEpochs)
+    fail("--check-every: must be in [0, " + std::to_string(kMaxEpochs) + "] (0 = automatic), got " + std::to_string(o.check_every));
+  if (o.checkpoint_every > 0 && o.checkpoint.empty()) fail("--checkpoint-every: needs --checkpoint FILE");
+  if (o.resume && o.checkpoint.empty()) fail("--resume: needs --checkpoint FILE (the file to continue from)");
   return o;
 }
 
@@ -144,8 +173,32 @@ std::string help_text(const char* prog) {
      << "                                                                         [" << d.progress << "]\n"
      << "  --gemm NAME           blocked | openblas | naive                       [HDDP_GEMM or blocked]\n"
      << "  --help                this text\n"
+     << "Checkpoints and faults:\n"
+     << "  --checkpoint FILE     write a checkpoint (parameters, optimizer state, every rank's sampling\n"
+     << "                        RNG, epoch, loss history) to FILE atomically at the end, every\n"
+     << "                        --checkpoint-every epochs, and on SIGTERM/SIGUSR1. An existing FILE\n"
+     << "                        is never replaced without --resume\n"
+     << "  --checkpoint-every N  also every N epochs (0: only at the end and on a signal)   [0]\n"
+     << "  --resume              continue from --checkpoint FILE up to --epochs (a total); start from\n"
+     << "                        scratch if FILE does not exist yet. Bitwise the run that was\n"
+     << "                        interrupted; a checkpoint of another run (rank count, layers,\n"
+     << "                        optimizer, lr, batch size, sampling, function, seed) is refused\n"
+     << "  --check-every N       the ranks agree on signals and NaN/Inf every N epochs\n"
+     << "                        (0: about every 5 ms of training)                        [0]\n"
+     << "  SIGTERM or SIGUSR1: every rank finishes its step, the ranks agree on the epoch, rank 0\n"
+     << "  writes the checkpoint, all exit with 75. (mpiexec forwards SIGUSR1 to the ranks; on\n"
+     << "  SIGTERM it sends the ranks SIGTERM, SIGKILLs them odls_base_sigkill_timeout seconds later\n"
+     << "  (default 1) and exits 1 itself.) NaN or Inf in a rank's loss or gradients: all ranks\n"
+     << "  stop with the epoch and rank, the last checkpoint is kept, exit 3.\n"
+     << "Debugging (tests):\n"
+     << "  --debug-inject-nan EPOCH[:RANK]  rank RANK (default 0) sees a NaN input at epoch EPOCH\n"
+     << "  --debug-throw EPOCH[:RANK]       rank RANK throws at epoch EPOCH (its message, then MPI_Abort)\n"
      << "\n"
-     << "Exit codes: 0 done, 1 runtime error (all ranks stopped), 2 bad command line.\n";
+     << "Epochs are counted from 0 in messages and loss lines (loss.csv counts from 1).\n"
+     << "Exit codes: 0 done; 1 runtime error (the failing rank's message, then MPI_Abort ends all\n"
+     << "ranks); 2 bad command line or unusable checkpoint (nothing trained, nothing written);\n"
+     << "3 NaN/Inf in the loss or gradients; 75 stopped by SIGTERM/SIGUSR1 after writing the\n"
+     << "checkpoint (EX_TEMPFAIL: resume later; slurm/run.sbatch requeues itself).\n";
   return os.str();
 }
 

@@ -12,6 +12,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// --epochs at most this: per-rank loss counts stay MPI ints (and 4 GB of loss history).
+inline constexpr int64_t kMaxEpochs = 1000000000;
+
 struct Options {
   int64_t epochs = 1000;
   int64_t batch_size = 32;             // per rank
@@ -33,7 +36,28 @@ struct Options {
   std::string trace;                   // Chrome-trace JSON path ("" = off)
   bool stats = false;
   bool help = false;
+
+  // Faults: checkpoint/resume, signals, non-finite values (README "Faults"; --help).
+  std::string checkpoint;              // checkpoint file ("" = none)
+  int64_t checkpoint_every = 0;        // epochs between checkpoints (0: only at the end and on a signal)
+  bool resume = false;                 // continue from --checkpoint when it exists
+  int64_t check_every = 0;             // epochs between the ranks' agreement on signals / NaN (0: ~5 ms)
+
+  // Debugging (tests): make rank `rank` see a NaN input, or throw, at epoch `epoch` (0-based).
+  struct Inject {
+    int64_t epoch = -1;                // -1: off
+    int rank = 0;
+  };
+  Inject inject_nan, inject_throw;
 };
+
+// Exit codes of poly_train (also in --help and the README).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;        // runtime error: the failing rank's message, then MPI_Abort
+inline constexpr int kExitUsage = 2;        // bad command line, or a checkpoint that cannot be used
+inline constexpr int kExitNonFinite = 3;    // NaN/Inf in a loss or the gradients: all ranks stopped
+inline constexpr int kExitStopped = 75;     // SIGTERM/SIGUSR1: checkpoint written, resume later
+                                            // (EX_TEMPFAIL; slurm/run.sbatch requeues the job)
 
 // Parses argv (without argv[0]); throws UsageError naming the flag on any bad input.
 Options parse_options(int argc, const char* const* argv);

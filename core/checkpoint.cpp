@@ -1,0 +1,145 @@
+#include "core/checkpoint.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/check.h"
+
+namespace hddp {
+
+namespace {
+
+const std::string kPrefix = "ckpt.";
+const std::string kIdPrefix = "ckpt.id.";
+constexpr size_t kMaxIdName = 256;
+
+std::string f32_bytes(const std::vector<float>& v) {
+  std::string s(v.size() * sizeof(float), '\0');
+  if (!v.empty()) std::memcpy(s.data(), v.data(), s.size());
+  return s;
+}
+
+// One u64 entry; throws hddp::Error naming the file and key when missing or malformed.
+uint64_t get_u64(const Meta& meta, const std::string& path, const std::string& key) {
+  auto it = meta.find(key);
+  HDDP_CHECK(it != meta.end(), "'" << path << "' is not a complete training checkpoint: entry '" << key << "' is missing");
+  HDDP_CHECK(it->second.size() == 8, "'" << path << "': checkpoint entry '" << key << "' has " << it->second.size()
+                                         << " bytes, expected 8 (one u64)");
+  uint64_t v;
+  std::memcpy(&v, it->second.data(), 8);
+  return v;
+}
+
+const std::string& get_bytes(const Meta& meta, const std::string& path, const std::string& key) {
+  auto it = meta.find(key);
+  HDDP_CHECK(it != meta.end(), "'" << path << "' is not a complete training checkpoint: entry '" << key << "' is missing");
+  return it->second;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const ParamArena<float>& params, Optimizer<float>& opt,
+                     const TrainState& st) {
+  HDDP_CHECK_ARG(st.world_size >= 1 && st.world_size <= kMaxWorldSize,
+                 "save_checkpoint: world size " << st.world_size << " outside [1, " << kMaxWorldSize << "]");
+  HDDP_CHECK_ARG(st.epoch >= 0, "save_checkpoint: negative epoch " << st.epoch);
+  HDDP_CHECK_ARG(st.rng.size() == size_t(st.world_size),
+                 "save_checkpoint: " << st.rng.size() << " RNG states for " << st.world_size << " ranks");
+  HDDP_CHECK_ARG(st.losses.size() == size_t(st.world_size) * size_t(st.epoch),
+                 "save_checkpoint: " << st.losses.size() << " losses, expected " << st.world_size << " x " << st.epoch);
+  Meta meta;
+  meta["ckpt.version"] = encode_u64s({kCheckpointVersion});
+  meta["ckpt.epoch"] = encode_u64s({uint64_t(st.epoch)});
+  meta["ckpt.world_size"] = encode_u64s({uint64_t(st.world_size)});
+  std::vector<uint64_t> rng;
+  for (const Rng::State& s : st.rng) {
+    HDDP_CHECK_ARG(s[0] | s[1] | s[2] | s[3], "save_checkpoint: an all-zero RNG state");
+    rng.insert(rng.end(), s.begin(), s.end());
+  }
+  meta["ckpt.rng"] = encode_u64s(rng);
+  meta["ckpt.losses"] = f32_bytes(st.losses);
+  for (const auto& [name, value] : st.identity) {
+    HDDP_CHECK_ARG(!name.empty() && name.size() <= kMaxIdName, "save_checkpoint: identity name must have 1.."
+                                                                    << kMaxIdName << " bytes");
+    meta[kIdPrefix + name] = value;
+  }
+  save_state<float>(path, params, &opt, meta);
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  Checkpoint c;
+  c.file = read_tensor_file(path);
+  const Meta& m = c.file.meta;
+  HDDP_CHECK(m.count("ckpt.version"), "'" << path << "' is an hddp tensor file but not a training checkpoint "
+                                             "(no 'ckpt.version' entry; saved by save_state?)");
+  const uint64_t version = get_u64(m, path, "ckpt.version");
+  HDDP_CHECK(version == kCheckpointVersion, "'" << path << "' has checkpoint version " << version
+                                                << "; this build reads version " << kCheckpointVersion);
+  HDDP_CHECK(c.file.dtype == DType::Float32, "'" << path << "' holds " << to_string(c.file.dtype)
+                                                 << " values; training checkpoints are float32");
+  TrainState& st = c.state;
+  const uint64_t epoch = get_u64(m, path, "ckpt.epoch"), world = get_u64(m, path, "ckpt.world_size");
+  HDDP_CHECK(world >= 1 && world <= uint64_t(kMaxWorldSize),
+             "'" << path << "': checkpoint world size " << world << " outside [1, " << kMaxWorldSize << "]");
+  st.world_size = int(world);
+  const std::string& rng = get_bytes(m, path, "ckpt.rng");
+  HDDP_CHECK(rng.size() == 32 * world, "'" << path << "': entry 'ckpt.rng' has " << rng.size() << " bytes, expected "
+                                           << 32 * world << " (4 u64 for each of " << world << " ranks)");
+  st.rng.resize(world);
+  for (uint64_t r = 0; r < world; ++r) {
+    std::memcpy(st.rng[r].data(), rng.data() + 32 * r, 32);
+    const Rng::State& s = st.rng[r];
+    HDDP_CHECK(s[0] | s[1] | s[2] | s[3], "'" << path << "': rank " << r << "'s RNG state is all zero (invalid)");
+  }
+  // The losses: P * E floats. Bound E by the bytes first so P * E * 4 cannot overflow.
+  const std::string& losses = get_bytes(m, path, "ckpt.losses");
+  HDDP_CHECK(epoch <= losses.size() / 4 / world && losses.size() == 4 * world * epoch,
+             "'" << path << "': entry 'ckpt.losses' has " << losses.size() << " bytes, expected " << world
+                 << " ranks x " << epoch << " epochs x 4");
+  st.epoch = int64_t(epoch);
+  st.losses.resize(losses.size() / 4);
+  if (!losses.empty()) std::memcpy(st.losses.data(), losses.data(), losses.size());
+  for (const auto& [key, value] : m)
+    if (key.compare(0, kIdPrefix.size(), kIdPrefix) == 0) {
+      const std::string name = key.substr(kIdPrefix.size());
+      HDDP_CHECK(!name.empty() && name.size() <= kMaxIdName, "'" << path << "': malformed identity entry '" << key << "'");
+      st.identity[name] = value;
+    }
+  return c;
+}
+
+std::string identity_diff(const TrainState& saved, int world_size, const std::map<std::string, std::string>& id) {
+  std::string out;
+  auto add = [&](const std::string& name, const std::string& then, const std::string& now) {
+    out += (out.empty() ? "" : "; ") + name + ": " + then + " in the checkpoint, " + now + " now";
+  };
+  if (saved.world_size != world_size)
+    add("world size (MPI ranks)", std::to_string(saved.world_size), std::to_string(world_size));
+  std::map<std::string, std::pair<std::string, std::string>> all;
+  for (const auto& [k, v] : saved.identity) all[k].first = v;
+  for (const auto& [k, v] : id) all[k].second = v;
+  for (const auto& [k, v] : all) {
+    const bool in_saved = saved.identity.count(k), in_now = id.count(k);
+    if (in_saved != in_now || v.first != v.second)
+      add(k, in_saved ? "'" + v.first + "'" : "(none)", in_now ? "'" + v.second + "'" : "(none)");
+  }
+  return out;
+}
+
+void restore_checkpoint(const Checkpoint& c, const std::string& path, ParamArena<float>& params, Optimizer<float>& opt) {
+  HDDP_CHECK(c.file.dtype == DType::Float32, "'" << path << "' holds " << to_string(c.file.dtype) << " values");
+  // A checkpoint is only ever written from finite state; anything else was not written by
+  // this program (the checksum was recomputed) and would poison training.
+  for (const TensorData& t : c.file.tensors) {
+    const size_t n = t.bytes.size() / sizeof(float);
+    for (size_t i = 0; i < n; ++i) {
+      float x;
+      std::memcpy(&x, t.bytes.data() + i * sizeof(float), sizeof x);
+      HDDP_CHECK(std::isfinite(x), "'" << path << "': tensor '" << t.name << "' holds a non-finite value (" << x
+                                       << ") at index " << i << "; a checkpoint never does");
+    }
+  }
+  load_state<float>(c.file, path, params, &opt);
+}
+
+}  // namespace hddp

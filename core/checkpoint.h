@@ -1,0 +1,86 @@
+#pragma once
+// Training checkpoints: everything a data-parallel run needs to continue as if it had never
+// stopped (bitwise: same parameters, same losses, same samples), in one .hddp tensor file
+// (core/serialize.h, file format version 1, FNV-1a 64 checksum, written atomically: temporary
+// file, fsync, rename, directory fsync). Rank 0 writes it after gathering the other ranks'
+// state.
+//
+// Contents. What save_state writes:
+//   tensors   one per model parameter ("0.weight", "0.bias", ...; name and shape), then one
+//             "optim.<buffer>" (1 x n) per optimizer state buffer (Adam: exp_avg, exp_avg_sq;
+//             SGD with momentum: momentum_buffer)
+//   metadata  "hddp.optim.kind" (text: adam | sgd), "hddp.optim.steps" (u64: Adam's t)
+// plus these metadata entries (u64 values as encode_u64s: 8 bytes little-endian each):
+//   key              value
+//   ckpt.version     u64 = kCheckpointVersion (1): the layout of the ckpt.* entries below
+//   ckpt.epoch       u64 E: epochs completed; training continues with epoch E (0-based)
+//   ckpt.world_size  u64 P in [1, kMaxWorldSize]: ranks of the run that wrote it
+//   ckpt.rng         4P u64: each rank's data-sampling Rng state (xoshiro256**, Rng::state()),
+//                    rank 0 first; never all zero
+//   ckpt.losses      P*E float32 little-endian: rank r's loss of epoch e at index r*E + e
+//                    (the loss history, so loss.csv after a resume is the whole run's)
+//   ckpt.id.<name>   text: the run's identity (model layers, optimizer and its settings,
+//                    function, sampling, batch size, seed; the driver chooses the names).
+//                    A resume must present exactly the same set, and the same P.
+// Readers ignore other "ckpt." keys, so a later version can add entries; a change to the
+// meaning of these is a new ckpt.version, which this build refuses.
+//
+// Errors: read_checkpoint and restore_checkpoint throw hddp::Error (kernels/check.h) naming
+// the file and the problem, for any file that is not a well-formed version-1 checkpoint: not
+// an .hddp file, truncated, trailing bytes, checksum mismatch, unknown file or checkpoint
+// version, missing or malformed ckpt.* entries, parameters or optimizer state that do not
+// match the model. They never write the file, and restore_checkpoint changes nothing unless
+// everything matches. These two functions throw nothing else for any file contents
+// (tests/faults/test_fuzz.cpp feeds them thousands of mutated files).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/optim.h"
+#include "core/rng.h"
+#include "core/serialize.h"
+
+namespace hddp {
+
+inline constexpr uint64_t kCheckpointVersion = 1;
+inline constexpr int kMaxWorldSize = 1 << 20;
+
+// The training state a checkpoint holds besides parameters and optimizer state.
+struct TrainState {
+  int64_t epoch = 0;                             // epochs completed
+  int world_size = 1;                            // P
+  std::vector<Rng::State> rng;                   // P entries
+  std::vector<float> losses;                     // P * epoch, rank-major
+  std::map<std::string, std::string> identity;  // name -> text (stored as ckpt.id.<name>)
+};
+
+// Writes params, the optimizer's state and `state` to path (atomically). Throws
+// std::invalid_argument for an inconsistent state (sizes, all-zero RNG state, identity
+// names), hddp::Error if the file cannot be written.
+void save_checkpoint(const std::string& path, const ParamArena<float>& params, Optimizer<float>& opt,
+                     const TrainState& state);
+
+struct Checkpoint {
+  TensorFile file;   // parameters and optimizer state, as read
+  TrainState state;  // decoded and checked ckpt.* entries
+};
+
+// Reads path and checks the file format and every ckpt.* entry (not yet the model: see
+// restore_checkpoint). Throws hddp::Error as described above.
+Checkpoint read_checkpoint(const std::string& path);
+
+// What differs between a checkpoint's run and this one: "" when nothing does, else one
+// "<name>: <in the checkpoint> in the checkpoint, <now> now" clause per difference, joined
+// by "; " (world size first, then identity names in order; a name only one side has shows
+// "(none)" on the other).
+std::string identity_diff(const TrainState& saved, int world_size, const std::map<std::string, std::string>& identity);
+
+// Copies the checkpoint's parameters and optimizer state into params and opt after checking
+// every name, shape, the optimizer kind and its buffers (load_state's checks); on any
+// mismatch throws hddp::Error and changes nothing.
+void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, ParamArena<float>& params,
+                        Optimizer<float>& opt);
+
+}  // namespace hddp

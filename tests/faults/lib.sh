@@ -1,0 +1,95 @@
+# Sourced by tests/faults/test_*.sh: arguments, MPI environment, scratch folder, background
+# runs that are always cleaned up, and pass/fail bookkeeping.
+#
+#   source lib.sh "$@"   # args: <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir in the build tree>
+#
+# Every run has a deadline (mpiexec --timeout, or `timeout`); every process a test starts in
+# the background is recorded and killed (with its children, by PID) on exit; the scratch
+# folder is removed on success and kept (its logs printed) on failure.
+set -uo pipefail
+BIN=$1 MPIEXEC=$2 TOOL=$3 WORK=$4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# mpiexec --timeout: a hung run is killed long before ctest's TIMEOUT.
+MPI=("$MPIEXEC" --oversubscribe --bind-to none --timeout 120)
+rm -rf "$WORK" && mkdir -p "$WORK"
+failures=0
+BG_PIDS=()
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# pass NAME: closes a case: "ok" unless it had a failure since the previous pass.
+_failures_at_pass=0
+pass() {
+  if [ "$failures" -eq "$_failures_at_pass" ]; then echo "ok: $*"; else echo "failed: $*"; fi
+  _failures_at_pass=$failures
+}
+
+# kill_tree PID: SIGKILL a process and all its descendants (children first found, then killed).
+kill_tree() {
+  local p=$1 c
+  for c in $(pgrep -P "$p" 2>/dev/null); do kill_tree "$c"; done
+  kill -KILL "$p" 2>/dev/null || true
+}
+
+faults_cleanup() {
+  local rc=$? p
+  for p in "${BG_PIDS[@]}"; do kill_tree "$p"; done
+  if [ "$failures" -eq 0 ] && [ "$rc" -eq 0 ]; then
+    rm -rf "$WORK"
+  else
+    for f in "$WORK"/*/log* "$WORK"/log*; do
+      [ -f "$f" ] || continue
+      echo "---- last lines of $f"; tail -n 15 "$f"
+    done
+    echo "(scratch kept in $WORK)"
+  fi
+}
+trap faults_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# bg LOG CMD...: starts CMD in the background with stdout+stderr to LOG; sets BG (its PID).
+bg() {
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 &
+  BG=$!
+  BG_PIDS+=("$BG")
+}
+
+# wait_for LOG REGEX SECONDS PID: until a line of LOG matches REGEX (0), PID ended (1) or
+# the time is up (2).
+wait_for() {
+  local log=$1 re=$2 secs=$3 pid=$4 t0=$SECONDS
+  while [ $((SECONDS - t0)) -lt "$secs" ]; do
+    grep -qE "$re" "$log" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { grep -qE "$re" "$log" 2>/dev/null && return 0; return 1; }
+    sleep 0.02
+  done
+  return 2
+}
+
+# wait_rc PID SECONDS: waits for a background PID; its exit code, or 124 after SECONDS (then
+# it is killed).
+wait_rc() {
+  local pid=$1 secs=$2 t0=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ $((SECONDS - t0)) -ge "$secs" ]; then
+      kill_tree "$pid"
+      wait "$pid" 2>/dev/null
+      return 124
+    fi
+    sleep 0.02
+  done
+  wait "$pid"
+}
+
+# ranks_of PID: the poly_train processes under mpiexec PID (its direct children).
+ranks_of() { pgrep -P "$1" 2>/dev/null | tr '\n' ' '; }
+
+# now_ms: wall clock in milliseconds.
+now_ms() { date +%s%3N; }
+
+finish() {
+  echo "$((failures == 0 ? 1 : 0)) passed, $failures failed"
+  [ "$failures" -eq 0 ]
+}

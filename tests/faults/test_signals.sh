@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# SIGTERM / SIGUSR1 mid-run, then --resume: the resumed run must end bitwise equal to an
+# uninterrupted run of the same length (final checkpoint: parameters, optimizer state, every
+# rank's RNG, loss history; eval.csv; loss.csv; the epoch lines of the resumed part).
+#
+# Ways a signal reaches the ranks, each checked:
+#   USR1 to mpiexec    mpiexec forwards it to every rank                    -> exit 75
+#   TERM to the ranks  what slurmstepd does to a job step's tasks           -> exit 75
+#   TERM to mpiexec    mpiexec sends SIGCONT, waits odls_base_sigkill_timeout (1 s), sends
+#                      SIGTERM, waits again, SIGKILLs; it exits 1 itself     -> non-zero,
+#                      checkpoint written within the grace time
+#   TERM to a singleton (no mpiexec)                                         -> exit 75
+# The interrupted runs ask for 10^7 epochs (they never finish on their own) and are signalled
+# after their first progress line; the resume and the reference then run to the stop epoch
+# plus 3000.
+# Usage: test_signals.sh <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir>
+source "$(dirname "$0")/lib.sh" "$@"
+
+common=(--no-plot --log-every 1000 --checkpoint-every 5000)
+
+# one_case NAME NP TARGET SIG EXPECT_RC: interrupted run, resume, reference, comparisons.
+one_case() {
+  local name=$1 np=$2 target=$3 sig=$4 want=$5 d=$WORK/$1
+  local launch=("${MPI[@]}" -n "$np" "$BIN")
+  [ "$np" -eq 0 ] && launch=("$BIN")  # its deadline: wait_rc below
+  mkdir -p "$d/int" "$d/res" "$d/ref"
+
+  bg "$d/int/log" "${launch[@]}" "${common[@]}" --epochs 10000000 --out "$d/int" --checkpoint "$d/int/ck"
+  local pid=$BG
+  if ! wait_for "$d/int/log" '^progress: epoch' 60 "$pid"; then
+    fail "$name: no progress line within 60 s"; kill_tree "$pid"; return
+  fi
+  local t0 rc ms
+  t0=$(now_ms)
+  case $target in
+    launcher) kill -"$sig" "$pid" ;;
+    ranks) for p in $(ranks_of "$pid"); do kill -"$sig" "$p"; done ;;
+  esac
+  wait_rc "$pid" 60; rc=$?
+  ms=$(( $(now_ms) - t0 ))
+  if [ "$want" = nonzero ]; then
+    { [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; } || fail "$name: exit code $rc, expected non-zero (not a timeout)"
+  else
+    [ "$rc" -eq "$want" ] || fail "$name: exit code $rc, expected $want"
+  fi
+  [ "$ms" -lt 15000 ] || fail "$name: took $ms ms to stop"
+  local msg stop
+  msg=$(grep -E "^poly_train: SIG$sig: all ranks stopped after [0-9]+ of 10000000 epochs; checkpoint '.*' written" "$d/int/log")
+  [ -n "$msg" ] || { fail "$name: no stop message"; return; }
+  stop=$(sed -E 's/.* stopped after ([0-9]+) of .*/\1/' <<<"$msg")
+  grep -q "^epoch 10000000\|training:" "$d/int/log" && fail "$name: the run was not stopped"
+  local info
+  info=$("$TOOL" info "$d/int/ck") || { fail "$name: checkpoint unreadable: $info"; return; }
+  [ "$(sed -n 's/^epoch //p' <<<"$info")" = "$stop" ] || fail "$name: checkpoint epoch differs from the message ($stop): $info"
+  [ "$stop" -gt 1000 ] || fail "$name: stopped at epoch $stop, before the first progress line (epoch 1000)"
+  echo "  $name: stopped after $stop epochs, exit $rc, $ms ms after the signal"
+
+  local total=$((stop + 3000))
+  local plain=("${MPI[@]}" -n "$np" "$BIN")
+  [ "$np" -eq 0 ] && plain=(timeout 120 "$BIN")
+  cp "$d/int/ck" "$d/res/ck"
+  "${plain[@]}" "${common[@]}" --epochs "$total" --out "$d/res" --checkpoint "$d/res/ck" --resume >"$d/res/log" 2>&1 \
+    || { fail "$name: resume exited $?"; return; }
+  grep -q "resumed from '$d/res/ck' at epoch $stop of $total" "$d/res/log" || fail "$name: no 'resumed from' line"
+  "${plain[@]}" "${common[@]}" --epochs "$total" --out "$d/ref" --checkpoint "$d/ref/ck" >"$d/ref/log" 2>&1 \
+    || { fail "$name: reference run exited $?"; return; }
+  cmp -s "$d/res/ck" "$d/ref/ck" || fail "$name: final checkpoint differs from the uninterrupted run's"
+  cmp -s "$d/res/eval.csv" "$d/ref/eval.csv" || fail "$name: eval.csv differs from the uninterrupted run's"
+  cmp -s "$d/res/loss.csv" "$d/ref/loss.csv" || fail "$name: loss.csv differs from the uninterrupted run's"
+  [ "$(wc -l <"$d/ref/loss.csv")" -eq $((total * (np > 0 ? np : 1) + 1)) ] || fail "$name: loss.csv has the wrong length"
+  # The resumed part's loss lines equal the uninterrupted run's lines for the same epochs.
+  diff <(grep '^epoch' "$d/res/log" | sort) \
+       <(grep '^epoch' "$d/ref/log" | awk -v s="$stop" '{ e = $2; sub(",", "", e) } e + 0 >= s' | sort) >/dev/null \
+    || fail "$name: the resumed run's loss lines differ from the uninterrupted run's"
+  [ "$(grep -c '^epoch' "$d/res/log")" -gt 0 ] || fail "$name: the resumed run printed no loss lines"
+  pass "$name"
+}
+
+one_case usr1-mpiexec 3 launcher USR1 75
+one_case term-ranks 3 ranks TERM 75
+one_case usr1-ranks 2 ranks USR1 75
+one_case term-mpiexec 3 launcher TERM nonzero
+one_case term-singleton 0 launcher TERM 75
+
+# Without --checkpoint a signal still stops every rank together, with exit 75 and a warning.
+d=$WORK/nockpt; mkdir -p "$d"
+bg "$d/log" "${MPI[@]}" -n 2 "$BIN" --no-plot --log-every 1000 --epochs 10000000 --out "$d"
+pid=$BG
+if wait_for "$d/log" '^progress: epoch' 60 "$pid"; then
+  kill -USR1 "$pid"
+  wait_rc "$pid" 60; rc=$?
+  [ "$rc" -eq 75 ] || fail "no --checkpoint: exit code $rc, expected 75"
+  grep -q "SIGUSR1: all ranks stopped after [0-9]* of 10000000 epochs; no --checkpoint, so the progress is lost" "$d/log" \
+    || fail "no --checkpoint: no stop message"
+  pass "signal without --checkpoint"
+else
+  fail "no --checkpoint: no progress line"
+fi
+
+finish
