@@ -97,7 +97,7 @@ BucketPlan choose_bucket_caps(const std::vector<ParamSlice>& layout, int64_t ele
                               const BackwardProfile& profile, const AllreduceModel& model,
                               const AutosizeOptions& options = {});
 
-// "4 MiB", "1.5 MiB", "96 KiB", "244 B".
+// "4 MiB", "1.50 MiB", "96 KiB", "244 B".
 std::string format_bytes(int64_t bytes);
 
 // ---- MPI: the start-up measurement (collective on comm; every rank must call) ----
