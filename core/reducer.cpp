@@ -32,6 +32,23 @@ int spare_progress_cpu() {
   return ids.front();
 }
 
+namespace {
+
+// The reduction op with 2 ranks: the mean of the two contributions. Any allreduce of 2 ranks
+// combines the two contributions of an element exactly once (there is nothing else to
+// combine: MPI ops have no identity element to fold in), in either order, so every rank gets
+// fl(fl(a + b) * 0.5) - bitwise what MPI_SUM followed by the 1/P pass gives, in both modes,
+// whatever algorithm MPI picks - and the pass over the gradients is saved. With more ranks an
+// algorithm may combine partial results in any tree, so the reducer sums and scales.
+void mean_of_two(void* in, void* inout, int* len, MPI_Datatype*) {
+  const float* a = static_cast<const float*>(in);
+  float* b = static_cast<float*>(inout);
+  const int n = *len;
+  for (int i = 0; i < n; ++i) b[i] = (a[i] + b[i]) * 0.5f;
+}
+
+}  // namespace
+
 int Reducer::required_thread_level(Progress p) {
   return p == Progress::Thread ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED;
 }
@@ -92,6 +109,7 @@ Reducer::Reducer(MPI_Comm comm, float* params, float* grads, int64_t n,
     HDDP_MPI(MPI_Bcast(params + off, static_cast<int>(std::min<int64_t>(n_ - off, int64_t(1) << 30)), MPI_FLOAT, 0, comm_));
 
   if (opt_.overlap && opt_.nbc_iallreduce_algorithm >= 0 && size_ > 1) init_nbc_algorithm();
+  if (size_ == 2) HDDP_MPI(MPI_Op_create(&mean_of_two, /*commute=*/1, &op_));
   owner_ = std::this_thread::get_id();
   if (opt_.overlap && opt_.progress == Progress::Thread) {
     thread_ = std::thread([this] { progress_thread_main(); });
@@ -145,6 +163,9 @@ Reducer::~Reducer() {
   set_progress_hook(nullptr, nullptr);
   if (nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&nbc_algorithm_);
   if (mpi_t_) MPI_T_finalize();
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  if (op_ != MPI_SUM && !finalized) MPI_Op_free(&op_);
 }
 
 void Reducer::begin_step() {
@@ -181,7 +202,7 @@ void Reducer::launch(size_t b) {
   // libnbc reads its algorithm variable when a call starts (ReducerOptions::nbc_iallreduce_algorithm).
   if (nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL) HDDP_MPI(MPI_T_cvar_write(nbc_algorithm_, &opt_.nbc_iallreduce_algorithm));
   HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT,
-                          MPI_SUM, comm_, &requests_[b]));
+                          op_, comm_, &requests_[b]));
   if (nbc_algorithm_ != MPI_T_CVAR_HANDLE_NULL) {
     const int libnbc_choice = 0;
     HDDP_MPI(MPI_T_cvar_write(nbc_algorithm_, &libnbc_choice));
@@ -246,7 +267,7 @@ void Reducer::finish() {
       for (size_t b = 0; b < buckets_.size(); ++b) {
         const Bucket& bk = buckets_[b];
         launched_at_[b] = Clock::now();
-        HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, MPI_SUM, comm_));
+        HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, op_, comm_));
         complete(b);
       }
       next_ = buckets_.size();
@@ -259,7 +280,7 @@ void Reducer::finish() {
           complete(b);
         }
     }
-    if (size_ > 1) scale(n_, 1.0f / float(size_), grads_);
+    if (size_ > 1 && op_ == MPI_SUM) scale(n_, 1.0f / float(size_), grads_);  // 2 ranks: op_ averaged
     in_step_ = false;
   }
   set_progress_hook(nullptr, nullptr);
