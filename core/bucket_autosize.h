@@ -29,6 +29,7 @@
 
 #include "core/buckets.h"
 #include "core/model.h"
+#include "core/reducer.h"
 
 namespace hddp {
 
@@ -102,15 +103,19 @@ std::string format_bytes(int64_t bytes);
 
 // ---- MPI: the start-up measurement (collective on comm; every rank must call) ----
 
-// Allreduce timings on comm: MPI_Iallreduce + MPI_Wait (what the reducer runs) of float sums,
-// sizes from 1 KiB growing 4x up to max_bytes (at least two sizes, the last max_bytes), each
-// `reps` times after one warm-up, a barrier before each; per size the median over reps of
-// the slowest rank's time. The same vectors on every rank.
+// Allreduce timings on comm, through the reducer itself: a Reducer with `reducer` options (its
+// libnbc algorithm, operation and progress strategy) over one bucket of each size, timed from
+// begin_step to the end of finish() with nothing to overlap. Sizes from 1 KiB growing 4x up to
+// max_bytes (at least two sizes, the last max_bytes), each `reps` times (at least 9 up to
+// 256 KiB) after one warm-up, a barrier before each; per size the largest over ranks of each
+// rank's least time (robust to descheduled peers on a shared machine). The same vectors on
+// every rank.
 struct AllreduceSamples {
   std::vector<int64_t> bytes;
   std::vector<double> seconds;
 };
-AllreduceSamples measure_allreduce(MPI_Comm comm, int64_t max_bytes, int reps = 5);
+AllreduceSamples measure_allreduce(MPI_Comm comm, int64_t max_bytes, int reps = 5,
+                                   const ReducerOptions& reducer = {});
 
 // The backward profile of `model` on (x, target) (batch rows): `warmup` untimed steps, then
 // `reps` timed forward+backward passes whose hook timestamps are recorded; per event the
@@ -129,8 +134,10 @@ struct AutosizeResult {
 };
 
 // Both measurements, the fit and the choice; rank 0 decides and broadcasts the caps (every
-// rank returns the same plan). Collective on comm.
+// rank returns the same plan). `reducer`: the options the training's reducer will use (its caps
+// are ignored). Collective on comm.
 AutosizeResult autosize_buckets(MPI_Comm comm, Sequential<float>& model, const float* x, int64_t batch,
-                                const float* target, const AutosizeOptions& options = {});
+                                const float* target, const AutosizeOptions& options = {},
+                                const ReducerOptions& reducer = {});
 
 }  // namespace hddp

@@ -71,6 +71,23 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return v;
 }
 
+namespace {
+// The running child's process group: SIGINT/SIGTERM to the orchestrator end it too (the
+// child has its own group so that a timeout can kill mpiexec and its ranks).
+volatile sig_atomic_t g_child = 0;
+extern "C" void forward_and_die(int sig) {
+  if (g_child > 0) kill(-pid_t(g_child), SIGTERM);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+void install_forwarding() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, forward_and_die);
+}
+}  // namespace
+
 ProcResult run_process(const std::vector<std::string>& argv,
                        const std::vector<std::pair<std::string, std::string>>& set,
                        const std::vector<std::string>& unset, double timeout_s) {
@@ -94,6 +111,8 @@ ProcResult run_process(const std::vector<std::string>& argv,
     _exit(127);
   }
   setpgid(pid, pid);
+  install_forwarding();
+  g_child = pid;
   close(out_pipe[1]);
   close(err_pipe[1]);
   ProcResult r;
@@ -130,6 +149,7 @@ ProcResult run_process(const std::vector<std::string>& argv,
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  g_child = 0;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }

@@ -266,7 +266,7 @@ int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& 
     if (caps[i] == "auto") {
       hddp::AutosizeOptions ao;
       ao.tune_first = tune_first;
-      autosize = hddp::autosize_buckets(env.comm(), *r.model, data.x.data(), batch, data.y.data(), ao);
+      autosize = hddp::autosize_buckets(env.comm(), *r.model, data.x.data(), batch, data.y.data(), ao, r.opt);
       have_auto = true;
       r.opt.bucket_cap_bytes = autosize.plan.cap_bytes;
       r.opt.first_bucket_cap_bytes = autosize.plan.first_cap_bytes;

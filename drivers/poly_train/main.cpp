@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/bucket_autosize.h"
 #include "core/checkpoint.h"
 #include "core/ddp.h"
 #include "core/mpi_env.h"
@@ -282,6 +283,30 @@ int run(Env& env, const Options& o) {
   ropt.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb * 1048576.0));
   ropt.overlap = o.overlap;
   ropt.progress = hddp::parse_progress(o.progress);
+  // --progress thread: on the core OpenMP leaves free, if any (OMP_PLACES=cores
+  // OMP_PROC_BIND=close and OMP_NUM_THREADS below the rank's cores); else it shares the master's.
+  ropt.progress_cpu = hddp::spare_progress_cpu();
+  if (o.bucket_mb_auto) {
+    // Bucket auto-sizing (core/bucket_autosize.h): a few allreduces and a warm-up
+    // forward/backward on a batch from its own stream (the training samples and parameters are
+    // untouched); rank 0 decides, every rank builds the same buckets.
+    hddp::Rng warm(o.seed, 1000 + uint64_t(rank));
+    std::vector<float> wx(static_cast<size_t>(local)), wy(static_cast<size_t>(local));
+    for (auto& v : wx) v = warm.uniform(-1.0f, 1.0f);
+    for (auto& v : wy) v = warm.uniform(-0.9f, 0.9f);
+    hddp::AutosizeOptions ao;
+    ao.tune_first = o.first_bucket_mb_auto;
+    ao.first_cap_bytes = ropt.first_bucket_cap_bytes;
+    const hddp::AutosizeResult a = hddp::autosize_buckets(env.comm(), model, wx.data(), local, wy.data(), ao, ropt);
+    ropt.bucket_cap_bytes = a.plan.cap_bytes;
+    ropt.first_bucket_cap_bytes = a.plan.first_cap_bytes;
+    if (rank == 0)
+      std::printf("bucket caps: auto -> %s (first bucket %s), %zu buckets; predicted exposed communication %.3g ms "
+                  "per step (allreduce fit: %.3g us + %.3g us/MiB, backward %.3g ms); measured in %.2f s\n",
+                  hddp::format_bytes(a.plan.cap_bytes).c_str(), hddp::format_bytes(a.plan.first_cap_bytes).c_str(),
+                  a.plan.num_buckets, 1e3 * a.plan.exposed, 1e6 * a.model.alpha,
+                  1e6 * 1048576.0 * a.model.beta, 1e3 * a.profile.total, a.measure_seconds);
+  }
   hddp::DistributedModel ddp(env.comm(), model, ropt, trace.get());  // broadcasts rank 0's parameters
 
   // Samples: per-rank, each rank its own stream (seed, 1 + rank); sharded, one global batch

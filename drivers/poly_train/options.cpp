@@ -25,6 +25,17 @@ double to_double(const std::string& flag, const std::string& v) {
   return x;
 }
 
+// A bucket cap in MiB, or "auto" (sets is_auto; the value stays the default).
+double cap_mb(const std::string& flag, const std::string& v, bool& is_auto) {
+  is_auto = v == "auto";
+  if (is_auto) return flag == "--bucket-mb" ? Options{}.bucket_mb : Options{}.first_bucket_mb;
+  double x = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty() || !std::isfinite(x))
+    fail(flag + ": expected a number or auto, got '" + v + "'");
+  return x;
+}
+
 std::string one_of(const std::string& flag, const std::string& v, std::initializer_list<const char*> allowed) {
   std::string list;
   for (const char* a : allowed) {
@@ -97,8 +108,8 @@ Options parse_options(int argc, const char* const* argv) {
     else if (arg == "--out") o.out = val();
     else if (arg == "--plot") flag_only(), o.plot = true;
     else if (arg == "--no-plot") flag_only(), o.plot = false;
-    else if (arg == "--bucket-mb") o.bucket_mb = to_double(arg, val());
-    else if (arg == "--first-bucket-mb") o.first_bucket_mb = to_double(arg, val());
+    else if (arg == "--bucket-mb") o.bucket_mb = cap_mb(arg, val(), o.bucket_mb_auto);
+    else if (arg == "--first-bucket-mb") o.first_bucket_mb = cap_mb(arg, val(), o.first_bucket_mb_auto);
     else if (arg == "--no-overlap") flag_only(), o.overlap = false;
     else if (arg == "--progress") o.progress = one_of(arg, val(), {"test", "thread"});
     else if (arg == "--threads") o.threads = static_cast<int>(to_int(arg, val()));
@@ -125,6 +136,7 @@ Options parse_options(int argc, const char* const* argv) {
   if (o.log_every <= 0) fail("--log-every: must be > 0, got " + std::to_string(o.log_every));
   if (!(o.bucket_mb > 0)) fail("--bucket-mb: must be > 0");
   if (!(o.first_bucket_mb > 0)) fail("--first-bucket-mb: must be > 0");
+  if (o.first_bucket_mb_auto && !o.bucket_mb_auto) fail("--first-bucket-mb auto: needs --bucket-mb auto");
   if (o.threads < 0 || o.threads > 4096) fail("--threads: must be in [1, 4096] (0 = automatic)");
   if (o.out.empty()) fail("--out: must not be empty");
   if (o.checkpoint_every < 0) fail("--checkpoint-every: must be >= 0, got " + std::to_string(o.checkpoint_every));
@@ -166,8 +178,12 @@ std::string help_text(const char* prog) {
      << "Parallelism:\n"
      << "  --threads N           OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK,\n"
      << "                        else this node's cores divided among its ranks]\n"
-     << "  --bucket-mb X         gradient bucket cap, MiB                         [" << d.bucket_mb << "]\n"
-     << "  --first-bucket-mb X   first bucket cap, MiB                            [" << d.first_bucket_mb << "]\n"
+     << "  --bucket-mb X         gradient bucket cap, MiB, or auto: chosen at start to minimise the\n"
+     << "                        predicted exposed communication, from an allreduce timing fit\n"
+     << "                        (alpha + beta bytes) and the backward time per layer of a warm-up\n"
+     << "                        step; rank 0 prints the caps. They come from a measurement, so a\n"
+     << "                        resumed run may not be bitwise the one it continues  [" << d.bucket_mb << "]\n"
+     << "  --first-bucket-mb X   first bucket cap, MiB, or auto (with --bucket-mb auto) [" << d.first_bucket_mb << "]\n"
      << "  --no-overlap          blocking MPI_Allreduce after backward instead of overlapping\n"
      << "  --progress MODE       test: MPI_Test from the compute thread; thread: a progress thread\n"
      << "                                                                         [" << d.progress << "]\n"

@@ -29,6 +29,7 @@ struct Options {
   std::string out = ".";
   bool plot = true;
   double bucket_mb = 25, first_bucket_mb = 1;
+  bool bucket_mb_auto = false, first_bucket_mb_auto = false;  // "auto": core/bucket_autosize.h
   bool overlap = true;
   std::string progress = "test";       // test | thread
   int threads = 0;                     // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else cores

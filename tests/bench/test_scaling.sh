@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/scaling end to end with the smallest sweep (threads 1..2, ranks 1..2, one round):
 # every CSV has its header and the expected rows with sane numbers, every PDF is a PDF,
-# --plot-only redraws them, bad input is refused.
+# --plot-only redraws them, bad input is refused; and poly_train's --bucket-mb auto.
 # Usage: test_scaling.sh <scaling> <poly_train> <mpiexec> <scratch dir inside the build tree>
 set -uo pipefail
 BIN=$1 POLY=$2 MPIEXEC=$3 WORK=$4
@@ -97,6 +97,24 @@ rm -f "$OUT"/*.pdf
 n=0
 for p in gemm step ranks poly buckets; do [ "$(head -c 4 "$OUT/$p.pdf" 2>/dev/null)" = "%PDF" ] && n=$((n + 1)); done
 [ $n -eq 5 ] && pass "5 PDFs, redrawn by --plot-only" || fail "--plot-only drew $n of 5 PDFs"
+
+# 4. poly_train --bucket-mb auto --first-bucket-mb auto at 2 ranks: rank 0 prints the caps,
+# training runs, every rank agrees (the test would hang or fail otherwise).
+d=$WORK/auto; mkdir -p "$d"
+if timeout 120 "$MPIEXEC" -n 2 --oversubscribe --bind-to none "$POLY" --hidden 256,256 --batch-size 64 --epochs 30 \
+     --bucket-mb auto --first-bucket-mb auto --stats --no-plot --out "$d" >"$d/log" 2>&1; then
+  if grep -Eq '^bucket caps: auto -> [0-9.]+ [KM]?i?B( \(first bucket [0-9.]+ [KM]?i?B\))?, [0-9]+ buckets' "$d/log" \
+     && [ "$(grep -c '^bucket caps: auto' "$d/log")" -eq 1 ] && grep -q '^buckets: [0-9]' "$d/log"; then
+    pass "poly_train --bucket-mb auto"
+  else
+    fail "poly_train --bucket-mb auto: no (single) 'bucket caps: auto -> ...' line: $(grep -i bucket "$d/log")"
+  fi
+else
+  fail "poly_train --bucket-mb auto exited non-zero: $(tail -5 "$d/log")"
+fi
+"$POLY" --bucket-mb autox --out "$d" >"$d/bad" 2>&1
+[ $? -eq 2 ] && grep -q -- "--bucket-mb: expected a number or auto" "$d/bad" && pass "--bucket-mb autox refused" \
+  || fail "--bucket-mb autox: $(cat "$d/bad")"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
