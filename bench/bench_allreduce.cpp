@@ -18,8 +18,9 @@
 //                                       libnbc's binomial tree. Timed in the same loop as raw
 //                                       MPI_Allreduce, raw Iallreduce+Wait (same algorithm) and
 //                                       the averaging pass alone, the four in rotating order;
-//                                       counters: medians, overhead_pct = reducer /
-//                                       MPI_Allreduce - 1 (and vs Iallreduce+Wait)
+//                                       counters: medians, overhead_pct = median over
+//                                       iterations of reducer / MPI_Allreduce - 1 (and vs
+//                                       Iallreduce+Wait)
 //   overlap/<strategy>/<bytes>/nbc:<alg>[/poll_us:<p>]
 //                                       an Iallreduce of <bytes> alongside compute of the same
 //                                       duration (a loop of 128^3 hddp GEMMs, calibrated per
@@ -33,8 +34,10 @@
 //                                         reducer_thread  Reducer, Progress::Thread
 //                                       overlap_pct = 100 (1 - (overall - compute) / pure), the
 //                                       OSU formula with `compute` from the run WITHOUT
-//                                       communication (medians per rank, averaged over ranks)
-//   step/wide/b<batch>/cap<MiB>         training step of 1 -> 1024 x4 (tanh) -> 1, Adam, per
+//                                       communication (medians per rank, averaged over ranks);
+//                                       overlap_iter_pct: the same per iteration, median
+//                                       over iterations; exposed_us = overall - compute
+//   step/wide/b<batch>/cap<MiB>[/sgd]   training step of 1 -> 1024 x4 (tanh) -> 1, Adam (or SGD), per
 //                                       rank batch <batch>, bucket cap <MiB> (first bucket
 //                                       1 MiB); each iteration runs one step of each of six
 //                                       models in rotating order: local (no reducer), blocking,
@@ -43,7 +46,7 @@
 //                                       test_binomial / thread_binomial (libnbc's binomial).
 //                                       Counters: median step ms per mode, comm share of the
 //                                       blocking step, exposed comm, overlap (ReducerStats) and
-//                                       overlapped / blocking step ratios.
+//                                       step / blocking step ratios (per round, median).
 //
 // Run (see bench/RESULTS.md):
 //   OMP_NUM_THREADS=1 mpiexec --allow-run-as-root --oversubscribe --bind-to none -n 2
@@ -211,7 +214,10 @@ void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking, int nbc
 void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress progress, int nbc) {
   NbcAlgorithm algorithm(nbc);  // the raw Iallreduce runs the reducer's algorithm
   const int64_t n = bytes / int64_t(sizeof(float));
-  std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f);
+  // Each op has a buffer of its own: with the rotating order every buffer is last touched a
+  // few ops earlier, so none of them finds its data in cache more often than the others.
+  std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f),
+      raw_nb(size_t(n), 0.0f), scratch(size_t(n), 1.0f);
   Reducer reducer(MPI_COMM_WORLD, params.data(), grads.data(), n, {{"x", 0, n}},
                   one_bucket(n, overlap, progress, nbc));
   HDDP_CHECK(reducer.buckets().size() == 1, "bm_reducer: expected one bucket");
@@ -227,7 +233,7 @@ void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress prog
         break;
       case 1: {
         MPI_Request req;
-        HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, raw.data(), ni, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+        HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, raw_nb.data(), ni, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
         HDDP_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
         break;
       }
@@ -237,7 +243,7 @@ void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress prog
         reducer.finish();
         break;
       default:
-        scale(n, inv, raw.data());
+        scale(n, inv, scratch.data());
     }
     return seconds(t0, Clock::now());
   };
@@ -256,13 +262,20 @@ void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress prog
     ++i;
   }
   const double ar = median(t[0]), ia = median(t[1]), red = median(t[2]);
+  // Overheads from the per-iteration ratios (the ops of one iteration run back to back, so the
+  // ratio cancels the slow drift of a shared machine), median over iterations.
+  std::vector<double> r_ar, r_ia;
+  for (size_t k = 0; k < t[2].size(); ++k) {
+    r_ar.push_back(t[2][k] / t[0][k]);
+    r_ia.push_back(t[2][k] / t[1][k]);
+  }
   st.SetBytesProcessed(st.iterations() * bytes);
   st.counters["allreduce_us"] = ar * 1e6;
   st.counters["iallreduce_us"] = ia * 1e6;
   st.counters["reducer_us"] = red * 1e6;
   st.counters["average_us"] = world_size() > 1 ? median(t[3]) * 1e6 : 0.0;
-  st.counters["overhead_pct"] = 100.0 * (red / ar - 1.0);
-  st.counters["overhead_vs_iallreduce_pct"] = 100.0 * (red / ia - 1.0);
+  st.counters["overhead_pct"] = 100.0 * (median(r_ar) - 1.0);
+  st.counters["overhead_vs_iallreduce_pct"] = 100.0 * (median(r_ia) - 1.0);
   st.counters["ranks"] = world_size();
 }
 
@@ -362,7 +375,7 @@ void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, int nbc, double
   // Calibration: the compute lasts the strategy's pure communication time (the slowest
   // rank's median), on every rank with that rank's own GEMM speed.
   std::vector<double> cal;
-  for (int k = 0; k < 7; ++k) cal.push_back(pure());
+  for (int k = 0; k < 15; ++k) cal.push_back(pure());
   const double target = max_over_ranks(median(cal));
   alone(20);  // warm
   cal.clear();
@@ -379,10 +392,16 @@ void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, int nbc, double
   }
   // Per-rank medians, averaged over ranks (as OSU averages its times over ranks).
   const double p = mean_over_ranks(median(tp)), c = mean_over_ranks(median(tc)), o = mean_over_ranks(median(to));
+  // The same formula per iteration (its three phases run back to back), median over
+  // iterations, averaged over ranks: less sensitive to a phase that caught a busy core.
+  std::vector<double> per_iter;
+  for (size_t k = 0; k < to.size(); ++k) per_iter.push_back(1.0 - (to[k] - tc[k]) / tp[k]);
   st.counters["pure_us"] = p * 1e6;
   st.counters["compute_us"] = c * 1e6;
   st.counters["overall_us"] = o * 1e6;
+  st.counters["exposed_us"] = (o - c) * 1e6;
   st.counters["overlap_pct"] = 100.0 * (1.0 - (o - c) / p);
+  st.counters["overlap_iter_pct"] = 100.0 * mean_over_ranks(median(per_iter));
   st.counters["unit_us"] = mean_over_ranks(unit) * 1e6;
   st.counters["ranks"] = world_size();
 }
@@ -393,7 +412,7 @@ std::vector<LayerSpec> wide_mlp() {
           Linear(1024, 1024), Tanh(), Linear(1024, 1)};
 }
 
-void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
+void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
   set_gemm_backend(GemmBackend::Blocked);
   int rank = 0;
   HDDP_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -420,7 +439,7 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
     Mode mode;
     std::unique_ptr<Sequential<float>> model;
     std::unique_ptr<DistributedModel> ddp;  // null: local (no reducer)
-    std::unique_ptr<Adam<float>> adam;
+    std::unique_ptr<Optimizer<float>> opt;
     std::vector<double> step, comm, exposed, overlap;
   };
   std::vector<Runner> runners;
@@ -437,7 +456,8 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
       o.nbc_iallreduce_algorithm = m.nbc;
       r.ddp = std::make_unique<DistributedModel>(MPI_COMM_WORLD, *r.model, o);
     }
-    r.adam = std::make_unique<Adam<float>>(r.model->num_params(), AdamHyper{.lr = 1e-4});
+    if (sgd) r.opt = std::make_unique<SGD<float>>(r.model->num_params(), SgdHyper{.lr = 1e-3});
+    else r.opt = std::make_unique<Adam<float>>(r.model->num_params(), AdamHyper{.lr = 1e-4});
     runners.push_back(std::move(r));
   }
   auto step = [&](Runner& r) {
@@ -447,7 +467,7 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
     benchmark::DoNotOptimize(r.model->loss(y.data()));
     if (r.ddp) r.ddp->backward(y.data());
     else r.model->backward(y.data());
-    r.adam->step(r.model->params(), r.model->grads());
+    r.opt->step(r.model->params(), r.model->grads());
     return seconds(t0, Clock::now());
   };
   for (auto& r : runners) step(r);  // warm-up: first touch of every buffer
@@ -471,19 +491,24 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes) {
     st.SetIterationTime(round);
     ++i;
   }
-  const double blocking_ms = median(runners[1].step) * 1e3;
+  // Ratios to the blocking step of the same round (the six steps of a round run back to back),
+  // median over rounds: robust to the slow drift of a shared machine.
+  const std::vector<double>& blocking = runners[1].step;
+  std::vector<double> share;
+  for (size_t k = 0; k < blocking.size(); ++k) share.push_back(runners[1].comm[k] / blocking[k]);
   for (Runner& r : runners) {
     const std::string name = r.mode.name;
-    const double ms = median(r.step) * 1e3;
-    st.counters[name + "_ms"] = ms;
+    st.counters[name + "_ms"] = median(r.step) * 1e3;
+    std::vector<double> ratio;
+    for (size_t k = 0; k < blocking.size(); ++k) ratio.push_back(r.step[k] / blocking[k]);
+    if (&r != &runners[1]) st.counters[name + "_ratio"] = median(ratio);
     if (!r.ddp) continue;
     st.counters[name + "_comm_ms"] = median(r.comm) * 1e3;
     if (!r.mode.overlap) continue;
     st.counters[name + "_exposed_ms"] = median(r.exposed) * 1e3;
     st.counters[name + "_overlap_pct"] = 100.0 * median(r.overlap);
-    st.counters[name + "_ratio"] = ms / blocking_ms;
   }
-  st.counters["comm_share_pct"] = 100.0 * median(runners[1].comm) * 1e3 / blocking_ms;
+  st.counters["comm_share_pct"] = 100.0 * median(share);
   st.counters["buckets"] = double(runners[1].ddp->reducer().buckets().size());
   st.counters["params"] = double(runners[0].model->num_params());
   st.counters["ranks"] = world_size();
@@ -559,15 +584,24 @@ void register_all() {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
-  // 4. wide-MLP training step.
+  // 4. wide-MLP training step, Adam; then plain SGD at batch 8, where the optimizer no longer
+  //    dominates the step and communication is a larger share of it.
   for (int64_t batch : {256, 32, 8})
     for (int64_t cap_mib : {25, 4}) {
       const std::string name = "step/wide/b" + std::to_string(batch) + "/cap" + std::to_string(cap_mib) + "MiB";
-      benchmark::RegisterBenchmark(name.c_str(), [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20); })
+      benchmark::RegisterBenchmark(name.c_str(), [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20, false); })
           ->Iterations(batch >= 256 ? 8 : batch >= 32 ? 20 : 30)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }
+  for (int64_t cap_mib : {25, 4}) {
+    const int64_t batch = 8;
+    const std::string name = "step/wide/b" + std::to_string(batch) + "/cap" + std::to_string(cap_mib) + "MiB/sgd";
+    benchmark::RegisterBenchmark(name.c_str(), [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20, true); })
+        ->Iterations(40)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
 }
 
 }  // namespace
