@@ -1,14 +1,19 @@
 # Project-wide helpers: warnings, sanitizers, library targets and test registration.
 
+# -DHDDP_SANITIZE=ON: AddressSanitizer + UndefinedBehaviorSanitizer on every target of the
+# project (libraries, drivers, tests, benchmarks), compile and link, whether or not it calls
+# hddp_warnings. scripts/test.sh builds this into build-asan and runs the tests with
+# tests/sanitizers/lsan.supp (known Open MPI leaks) and halt_on_error.
+if(HDDP_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 # Warnings for every hddp target; errors under -DHDDP_WERROR=ON (CI).
 function(hddp_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra)
   if(HDDP_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
-  endif()
-  if(HDDP_SANITIZE)
-    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
-    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
 endfunction()
 

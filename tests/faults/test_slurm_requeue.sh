@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# slurm/run.sbatch's checkpoint / signal / requeue path on a real local Slurm
+# (scripts/slurm-local.sh, 3 emulated nodes):
+#   1. submit the unmodified job file (--epochs 3000, threads reduced through
+#      the environment);
+#   2. after its first progress line, send SIGUSR1 to the batch shell, exactly what
+#      --signal=B:USR1@60 does before the time limit (scancel --batch --signal=USR1);
+#   3. the shell passes it to mpiexec, the ranks checkpoint and exit 75, the job requeues
+#      itself; the second run resumes from the checkpoint and completes (exit 0);
+#   4. its eval.csv and loss.csv are bitwise those of an uninterrupted mpiexec run with the
+#      same rank count and seed.
+# Slurm holds a requeued job for a while before it may start again (BeginTime); the test
+# clears that hold (scontrol update StartTime=now) instead of waiting it out.
+# Needs root (skipped with 77 otherwise). Slurm state and job output stay under the scratch
+# folder; Slurm is brought down on any exit.
+# Usage: test_slurm_requeue.sh <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir> <repo root>
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: needs root (it starts munged, slurmctld and slurmd)"
+  exit 77
+fi
+source "$(dirname "$0")/lib.sh" "$@"
+REPO=$5
+slurm_local="$REPO/scripts/slurm-local.sh"
+export HDDP_SLURM_DIR="$WORK/slurm"
+export HDDP_SLURM_PORT="${HDDP_SLURM_REQUEUE_PORT:-17200}"   # not the demo's 17000 nor test_slurm_local's 17100
+# Between the emulated nodes Open MPI uses TCP over loopback, not shared memory: 1-20 ms per
+# step here (vs ~50-900 us within one mpiexec), so the job is short.
+EPOCHS=3000
+
+bash "$slurm_local" down >/dev/null 2>&1 || true
+slurm_down() {
+  local rc=$?
+  bash "$slurm_local" down >/dev/null 2>&1 || echo "warning: slurm-local.sh down failed"
+  (exit "$rc")
+  faults_cleanup
+}
+trap slurm_down EXIT
+
+up_out="$(bash "$slurm_local" up 3)" || { fail "scripts/slurm-local.sh up 3 failed"; exit 1; }
+unset SLURM_CONF
+eval "$up_out"
+
+out=$WORK/job; mkdir -p "$out"
+export HDDP_BIN="$BIN"   # OMP_NUM_THREADS=1 and OMPI_ALLOW_RUN_AS_ROOT* come from lib.sh
+cd "$out"
+job="$(sbatch --parsable "$REPO/slurm/run.sbatch" --epochs "$EPOCHS" --log-every 100 --no-plot)" \
+  || { fail "sbatch refused slurm/run.sbatch"; exit 1; }
+job="${job%%;*}"
+log="$out/hddp-poly-$job.out"
+echo "submitted job $job"
+
+# Wait for the first progress line of the first run, then the time-limit warning signal.
+t0=$SECONDS
+while ! grep -q '^progress: epoch' "$log" 2>/dev/null; do
+  [ $((SECONDS - t0)) -lt 120 ] || { fail "no progress line within 120 s"; exit 1; }
+  sleep 0.1
+done
+scancel --batch --signal=USR1 "$job" || fail "scancel --batch --signal=USR1 failed"
+echo "sent SIGUSR1 to the batch shell after $((SECONDS - t0)) s"
+
+# The first run ends with 75 and requeues the job; release the requeue hold when it appears.
+t0=$SECONDS
+while ! grep -q "requeueing job $job" "$log" 2>/dev/null; do
+  [ $((SECONDS - t0)) -lt 60 ] || { fail "the job did not requeue itself within 60 s"; break; }
+  sleep 0.1
+done
+t_requeue=$SECONDS
+for _ in $(seq 1 300); do
+  line=$(scontrol -o show job "$job" 2>/dev/null)
+  state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$line")
+  if [ "$state" = PENDING ]; then
+    echo "requeued: $(grep -o 'Reason=[^ ]*' <<<"$line") $(grep -o 'StartTime=[^ ]*' <<<"$line")"
+    scontrol update JobId="$job" StartTime=now >/dev/null 2>&1 || true
+    break
+  fi
+  grep -q "^restart 1 of job $job" "$log" 2>/dev/null && break
+  sleep 0.1
+done
+while ! grep -q "^restart 1 of job $job" "$log" 2>/dev/null; do
+  [ $((SECONDS - t_requeue)) -lt 120 ] || { fail "the requeued job did not start within 120 s"; break; }
+  sleep 0.1
+done
+echo "the requeued job started $((SECONDS - t_requeue)) s after the requeue"
+
+rc=0
+bash "$slurm_local" wait "$job" 240 || rc=$?
+[ "$rc" -eq 0 ] || fail "job $job ended with exit code $rc"
+
+# The log (appended across the restart) tells the story.
+stop=$(sed -En 's/^poly_train: SIGUSR1: all ranks stopped after ([0-9]+) of [0-9]+ epochs; checkpoint .* written.*/\1/p' "$log")
+[ -n "$stop" ] || fail "no stop message in the log"
+grep -q "^run.sbatch: SIGUSR1: asking poly_train to checkpoint and stop" "$log" || fail "the job shell did not pass SIGUSR1 on"
+grep -q "^run.sbatch: poly_train checkpointed to $out/hddp-poly.ckpt and stopped (exit 75); requeueing job $job" "$log" \
+  || fail "no requeue line"
+grep -q "^restart 1 of job $job" "$log" || fail "the job did not run a second time"
+grep -q "^poly_train: resumed from '$out/hddp-poly.ckpt' at epoch $stop of $EPOCHS" "$log" || fail "the second run did not resume at epoch $stop"
+grep -q "^training: $((EPOCHS - ${stop:-0})) epochs in .*resumed at epoch $stop" "$log" || fail "the second run did not train the rest"
+info=$("$TOOL" info "$out/hddp-poly.ckpt") || fail "final checkpoint unreadable"
+[ "$(sed -n 's/^epoch //p' <<<"$info")" = "$EPOCHS" ] || fail "final checkpoint is not at epoch $EPOCHS: $info"
+echo "  job $job: stopped after ${stop:-?} epochs, requeued, resumed, finished"
+
+# The same run, uninterrupted, outside Slurm.
+ref=$WORK/ref; mkdir -p "$ref"
+"${MPI[@]}" -n 3 "$BIN" --epochs "$EPOCHS" --log-every 100 --no-plot --out "$ref" >"$ref/log" 2>&1 || fail "reference run exited $?"
+cmp -s "$out/eval.csv" "$ref/eval.csv" || fail "eval.csv differs from the uninterrupted run's"
+cmp -s "$out/loss.csv" "$ref/loss.csv" || fail "loss.csv differs from the uninterrupted run's"
+pass "Slurm: SIGUSR1 -> checkpoint -> requeue -> resume, bitwise the uninterrupted run"
+
+finish
