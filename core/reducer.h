@@ -17,6 +17,9 @@
 //   Progress::Thread - a helper thread that polls MPI_Testall every poll interval while
 //                      buckets are in flight, and sleeps otherwise. Every MPI call of the
 //                      reducer is made under one mutex, so MPI_THREAD_SERIALIZED suffices.
+//   Default: Test. It gave the shortest 2-rank training step in most configurations measured
+//   and takes no core; the thread helps only with a core of its own (progress_cpu), which the
+//   2-core machine here could not give it (bench/RESULTS.md, "Allreduce and overlap").
 // Averaging: each bucket is summed by MPI, then multiplied by 1/P once complete. The sum is
 // the same on every rank, so parameters stay bitwise identical across ranks. With 2 ranks the
 // reduction op itself averages, (a + b) * 0.5 - bitwise the same result, without the extra
