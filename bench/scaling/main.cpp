@@ -54,7 +54,7 @@ struct Options {
   std::string lock = "/tmp/hddp-bench.lock";
   double lock_wait = 0;  // 0: wait for the lock as long as it takes
   double timeout = 600;
-  bool plot = true, plot_only = false, quick = false, help = false;
+  bool plot = true, plot_only = false, tables = false, quick = false, help = false;
 };
 
 std::string help_text() {
@@ -109,6 +109,7 @@ std::string help_text() {
      << "  --timeout S           seconds before a worker run is killed             [" << d.timeout << "]\n"
      << "  --no-plot             CSVs only\n"
      << "  --plot-only           redraw the PDFs from the CSVs already in --out\n"
+     << "  --tables              print the CSVs in --out as markdown tables (bench/RESULTS.md)\n"
      << "  --quick               smallest sweep (tests): --reps 1 --min-time 0.02 --steps 2, poly 3 epochs\n"
      << "  --help                this text\n"
      << "Environment: HDDP_GNUPLOT (gnuplot program), HDDP_SCALING_SELF (command that runs this\n"
@@ -185,6 +186,7 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--lock-wait") o.lock_wait = to_pos(arg, val());
     else if (arg == "--no-plot") o.plot = false;
     else if (arg == "--plot-only") o.plot_only = true;
+    else if (arg == "--tables") o.tables = true;
     else if (arg == "--quick") o.quick = true;
     else throw UsageError("unknown option '" + arg + "'");
   }
@@ -765,6 +767,10 @@ void draw(const Options& o, const std::string& note) {
 }
 
 int orchestrate(const Options& o) {
+  if (o.tables) {
+    print_tables(o.out);
+    return 0;
+  }
   mkdirs(o.out);
   if (o.plot_only) {
     std::string note = machine_note();

@@ -48,6 +48,25 @@ std::string esc(const std::string& s) {
   return o;
 }
 
+// "; CPU share 1T 0.98, 2T 0.95": CPU time / (wall x threads) of the measured loops, median
+// per thread count - below 1, other processes had the cores part of the time.
+std::string cpu_share(const Table& t) {
+  std::map<int, std::vector<double>> by;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const double u = t.num(i, "cpu_util");
+    if (std::isfinite(u)) by[int(t.num(i, "threads"))].push_back(u);
+  }
+  if (by.empty()) return "";
+  std::string s = "; CPU share";
+  for (auto& [th, v] : by) {
+    std::sort(v.begin(), v.end());
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s %dT %.2f", s.size() > 11 ? "," : "", th, v[v.size() / 2]);
+    s += buf;
+  }
+  return s;
+}
+
 std::string load_range(const Table& t) {
   double lo = INFINITY, hi = -INFINITY;
   for (size_t i = 0; i < t.rows.size(); ++i) {
@@ -154,7 +173,7 @@ void plot_gemm(const std::string& dir, const std::string& note) {
   for (const std::string& k : order) series.push_back(by[k]);
   const std::string pl = t.rows.empty() ? "" : t.str(0, "placement");
   with_gnuplot(dir + "/gemm.pdf", "13in,4.2in", [&](Gnuplot& gp) {
-    thread_panels(gp, "GEMM, hddp (solid) vs OpenBLAS (dashed), placement " + pl + "\n" + note + load_range(t),
+    thread_panels(gp, "GEMM, hddp (solid) vs OpenBLAS (dashed), placement " + pl + "\n" + note + load_range(t) + cpu_share(t),
                   "GFLOP/s", series, maxt);
   });
 }
@@ -181,7 +200,7 @@ void plot_step(const std::string& dir, const std::string& note) {
   const std::string pl = t.rows.empty() ? "" : t.str(0, "placement");
   with_gnuplot(dir + "/step.pdf", "13in,4.2in", [&](Gnuplot& gp) {
     thread_panels(gp, "Wide-MLP training step (1-1024-1024-1024-1, batch 256, Adam), placement " + pl + "\n" + note +
-                          load_range(t),
+                          load_range(t) + cpu_share(t),
                   "ms per step (median)", series, maxt);
   });
 }
@@ -199,7 +218,7 @@ std::string datablock(const std::string& name, const std::vector<std::tuple<std:
 
 void stacked_style(Gnuplot& gp) {
   gp << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border rgb '#333333'\n"
-     << "set boxwidth 0.6\nset yrange [0:*]\nset key top left\nset grid noxtics\n";
+     << "set boxwidth 0.6\nset yrange [0:*]\nset key top left\nset grid noxtics\nset bmargin 4\n";
 }
 
 }  // namespace
@@ -276,7 +295,7 @@ void plot_buckets(const std::string& dir, const std::string& note) {
     std::string plot = "plot ";
     bool first = true;
     for (const auto& [P, rows] : by_ranks) {
-      const std::string name = "r" + std::to_string(P);
+      const std::string name = std::string("r").append(std::to_string(P));
       gp << datablock(name, rows);
       plot += std::string(first ? "" : ", ") + "newhistogram '', $" + name +
               " using 2:xtic(1) " + (first ? "title 'compute (step - exposed)'" : "notitle") + " lc rgb '" + kCompute +
@@ -330,6 +349,152 @@ void plot_placement(const std::string& dir, const std::string& note) {
     else
       gp << "set label 1 'no data-parallel rows (--ranks 1)' at graph 0.2, graph 0.5\nplot 1 notitle\n";
   });
+}
+
+}  // namespace scaling
+
+namespace scaling {
+namespace {
+
+std::string ms(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, s >= 0.1 ? "%.0f" : s >= 0.01 ? "%.1f" : "%.2f", 1e3 * s);
+  return b;
+}
+std::string f2(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+std::string f1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+// Per-thread-count cells of a thread sweep: rows grouped by `key`, columns by threads.
+void thread_table(const Table& t, const std::vector<std::string>& key_cols, const std::string& what,
+                  std::string (*cell)(const Table&, size_t)) {
+  std::vector<int> threads;
+  std::vector<std::string> keys;
+  std::map<std::string, std::map<int, size_t>> at;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    std::string k;
+    for (const std::string& c : key_cols) k.append(k.empty() ? "" : " | ").append(t.str(i, c));
+    const int th = int(t.num(i, "threads"));
+    if (!at.count(k)) keys.push_back(k);
+    at[k][th] = i;
+    if (std::find(threads.begin(), threads.end(), th) == threads.end()) threads.push_back(th);
+  }
+  std::sort(threads.begin(), threads.end());
+  std::printf("|");
+  for (const std::string& c : key_cols) std::printf(" %s |", c.c_str());
+  for (int th : threads) std::printf(" %d thread%s: %s |", th, th == 1 ? "" : "s", what.c_str());
+  std::printf("\n|");
+  for (size_t i = 0; i < key_cols.size() + threads.size(); ++i) std::printf("---|");
+  std::printf("\n");
+  for (const std::string& k : keys) {
+    std::printf("| %s |", k.c_str());
+    for (int th : threads) std::printf(" %s |", at[k].count(th) ? cell(t, at[k][th]).c_str() : "");
+    std::printf("\n");
+  }
+  std::map<int, std::vector<double>> util;
+  for (size_t i = 0; i < t.rows.size(); ++i) util[int(t.num(i, "threads"))].push_back(t.num(i, "cpu_util"));
+  std::printf("\nCPU share of the measured loops (CPU time / (wall x threads), median):");
+  for (auto& [th, v] : util) {
+    std::sort(v.begin(), v.end());
+    std::printf(" %d thread%s %.2f;", th, th == 1 ? "" : "s", v[v.size() / 2]);
+  }
+  std::printf(" load average %.1f.\n\n", t.rows.empty() ? -1.0 : t.num(0, "load"));
+}
+
+void ddp_table(const Table& t, bool caps) {
+  const bool pred = caps;
+  std::printf("| ranks | threads | placement | %sstep ms (min-max) | compute ms | exposed ms (min-max) | comm ms |%s\n",
+              caps ? "cap | buckets | " : "", pred ? " predicted exposed ms |" : "");
+  std::printf("|---|---|---|%s---|---|---|---|%s\n", caps ? "---|---|" : "", pred ? "---|" : "");
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    std::string cap;
+    if (caps) {
+      cap = t.str(i, "cap") == "auto" ? "auto: " + f2(t.num(i, "cap_bytes") / 1048576.0) + " MiB" : t.str(i, "cap") + " MiB";
+      if (t.str(i, "cap") == "auto" && t.str(i, "caps_seen").find(';') != std::string::npos) {
+        std::string seen;
+        for (const std::string& c : split(t.str(i, "caps_seen"), ';'))
+          seen.append(seen.empty() ? "" : ", ").append(f2(std::stod(c.substr(0, c.find('/'))) / 1048576.0));
+        cap += " (rounds: " + seen + ")";
+      }
+      cap += " | " + t.str(i, "buckets") + " | ";
+    }
+    std::printf("| %s | %s | %s | %s%s (%s-%s) | %s | %s (%s-%s) | %s |%s\n", t.str(i, "ranks").c_str(),
+                t.str(i, "threads").c_str(), t.str(i, "placement").c_str(), cap.c_str(), ms(t.num(i, "step_s")).c_str(),
+                ms(t.num(i, "step_min_s")).c_str(), ms(t.num(i, "step_max_s")).c_str(), ms(t.num(i, "compute_s")).c_str(),
+                ms(t.num(i, "exposed_s")).c_str(), ms(t.num(i, "exposed_min_s")).c_str(), ms(t.num(i, "exposed_max_s")).c_str(),
+                ms(t.num(i, "comm_s")).c_str(), pred ? (" " + ms(t.num(i, "predicted_exposed_s")) + " |").c_str() : "");
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+void print_tables(const std::string& dir) {
+  int n = 0;
+  if (file_exists(dir + "/gemm.csv")) {
+    const Table t = read_csv(dir + "/gemm.csv");
+    std::printf("GEMM (gemm.csv): GFLOP/s (parallel efficiency), medians of %s rounds, placement %s\n\n",
+                t.rows.empty() ? "?" : t.str(0, "reps").c_str(), t.rows.empty() ? "?" : t.str(0, "placement").c_str());
+    thread_table(t, {"shape", "trans", "M", "N", "K", "backend"}, "GFLOP/s (eff.)", [](const Table& t, size_t i) {
+      return f1(t.num(i, "gflops")) + " (" + f2(t.num(i, "efficiency")) + ")";
+    });
+    ++n;
+  }
+  if (file_exists(dir + "/step.csv")) {
+    const Table t = read_csv(dir + "/step.csv");
+    std::printf("Wide-MLP step (step.csv): ms per step (parallel efficiency), medians of %s rounds\n\n",
+                t.rows.empty() ? "?" : t.str(0, "reps").c_str());
+    thread_table(t, {"model", "backend"}, "ms (eff.)", [](const Table& t, size_t i) {
+      return ms(t.num(i, "time_s")) + " (" + f2(t.num(i, "efficiency")) + ")";
+    });
+    ++n;
+  }
+  if (file_exists(dir + "/ranks.csv")) {
+    std::printf("Data-parallel wide-MLP step vs ranks (ranks.csv), per step, mean over ranks, median over rounds\n\n");
+    ddp_table(read_csv(dir + "/ranks.csv"), false);
+    ++n;
+  }
+  if (file_exists(dir + "/buckets.csv")) {
+    std::printf("Bucket caps (buckets.csv), per step, mean over ranks, median over rounds\n\n");
+    ddp_table(read_csv(dir + "/buckets.csv"), true);
+    ++n;
+  }
+  if (file_exists(dir + "/poly.csv")) {
+    const Table t = read_csv(dir + "/poly.csv");
+    std::printf("poly_train --stats (poly.csv), per epoch, mean over ranks, median over rounds\n\n"
+                "| ranks | threads | placement | ms per epoch (min-max) | compute ms | exposed ms | comm ms | speedup |\n"
+                "|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < t.rows.size(); ++i)
+      std::printf("| %s | %s | %s | %s (%s-%s) | %s | %s | %s | %s |\n", t.str(i, "ranks").c_str(), t.str(i, "threads").c_str(),
+                  t.str(i, "placement").c_str(), ms(t.num(i, "step_s")).c_str(), ms(t.num(i, "step_min_s")).c_str(),
+                  ms(t.num(i, "step_max_s")).c_str(), ms(t.num(i, "compute_s")).c_str(), ms(t.num(i, "exposed_s")).c_str(),
+                  ms(t.num(i, "comm_s")).c_str(), t.str(i, "speedup").empty() ? "" : f2(t.num(i, "speedup")).c_str());
+    std::printf("\n");
+    ++n;
+  }
+  if (file_exists(dir + "/placement.csv")) {
+    const Table t = read_csv(dir + "/placement.csv");
+    std::printf("Placement (placement.csv), medians of %s rounds\n\n"
+                "| bench | config | ranks x threads | placement | progress | ms (min-max) | exposed ms | CPU share |\n"
+                "|---|---|---|---|---|---|---|---|\n",
+                t.rows.empty() ? "?" : t.str(0, "reps").c_str());
+    for (size_t i = 0; i < t.rows.size(); ++i)
+      std::printf("| %s | %s | %s x %s | %s | %s | %s (%s-%s) | %s | %s |\n", t.str(i, "bench").c_str(), t.str(i, "config").c_str(),
+                  t.str(i, "ranks").c_str(), t.str(i, "threads").c_str(), t.str(i, "placement").c_str(),
+                  t.str(i, "progress").c_str(), ms(t.num(i, "time_s")).c_str(), ms(t.num(i, "time_min_s")).c_str(),
+                  ms(t.num(i, "time_max_s")).c_str(), std::isfinite(t.num(i, "exposed_s")) ? ms(t.num(i, "exposed_s")).c_str() : "",
+                  std::isfinite(t.num(i, "cpu_util")) ? f2(t.num(i, "cpu_util")).c_str() : "");
+    std::printf("\n");
+    ++n;
+  }
+  if (n == 0) throw Failure("--tables: no study CSVs in '" + dir + "'");
 }
 
 }  // namespace scaling

@@ -18,4 +18,7 @@ void plot_poly(const std::string& dir, const std::string& note);
 void plot_buckets(const std::string& dir, const std::string& note);
 void plot_placement(const std::string& dir, const std::string& note);
 
+// The CSVs in DIR as markdown tables on stdout (`scaling --tables`, for bench/RESULTS.md).
+void print_tables(const std::string& dir);
+
 }  // namespace scaling

@@ -116,5 +116,28 @@ fi
 [ $? -eq 2 ] && grep -q -- "--bucket-mb: expected a number or auto" "$d/bad" && pass "--bucket-mb autox refused" \
   || fail "--bucket-mb autox: $(cat "$d/bad")"
 
+# 5. The progress thread on the core OpenMP leaves free (ReducerOptions::progress_cpu from
+# spare_progress_cpu): 1 rank on 2 cores, OpenMP on 1 - exactly one thread (the progress
+# thread) runs on the second core, every other one (main, Open MPI's) on the first.
+if [ "$(nproc)" -ge 2 ]; then
+  d=$WORK/pcore; mkdir -p "$d"
+  if OMP_PLACES=cores OMP_PROC_BIND=close OMP_NUM_THREADS=1 timeout 120 "$MPIEXEC" -n 1 --bind-to none \
+       "$BIN" --worker ddp --caps 25 --steps 1 --warmup 0 --batch 8 --progress thread --progress-core 1 \
+       --show-affinity 1 >"$d/log" 2>&1; then
+    # Threads per CPU list: two lists, one of them held by exactly one thread.
+    counts=$(grep '^@row kind=affinity' "$d/log" | sed 's/.*cpus=//' | sort | uniq -c | awk '{print $1}' | sort -n | tr '\n' ' ')
+    total=$(grep -c '^@row kind=affinity' "$d/log")
+    if [ "$counts" = "1 $((total - 1)) " ] && [ "$total" -ge 3 ]; then
+      pass "progress thread pinned to the spare core ($total threads)"
+    else
+      fail "progress thread placement: $(grep '^@row kind=affinity' "$d/log")"
+    fi
+  else
+    fail "ddp worker with --progress-core: $(tail -5 "$d/log")"
+  fi
+else
+  echo "skip: progress-core check needs 2 cores"
+fi
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
