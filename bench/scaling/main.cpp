@@ -26,6 +26,7 @@
 
 #include "common.h"
 #include "core/mpi_env.h"
+#include "drivers/common/gnuplot.h"
 #include "kernels/gemm.h"
 #include "plots.h"
 #include "workers.h"
@@ -750,7 +751,7 @@ std::string machine_note() {
 }
 
 void draw(const Options& o, const std::string& note) {
-  if (!gnuplot_available()) {
+  if (!hddp::gnuplot::available()) {
     std::fprintf(stderr, "scaling: warning: gnuplot not found (HDDP_GNUPLOT or PATH): no PDFs; the CSVs hold the results. "
                          "Redraw later with --plot-only --out %s\n", o.out.c_str());
     return;

@@ -12,23 +12,9 @@
 #include <sstream>
 
 #include "common.h"
+#include "drivers/common/gnuplot.h"
 
 namespace scaling {
-
-std::string gnuplot_program() {
-  const char* env = std::getenv("HDDP_GNUPLOT");
-  return env && *env ? env : "gnuplot";
-}
-
-bool gnuplot_available() {
-  const std::string prog = gnuplot_program();
-  if (prog.find('/') != std::string::npos) return access(prog.c_str(), X_OK) == 0;
-  const char* path = std::getenv("PATH");
-  if (!path) return false;
-  for (const std::string& dir : split(path, ':'))
-    if (!dir.empty() && access((dir + "/" + prog).c_str(), X_OK) == 0) return true;
-  return false;
-}
 
 namespace {
 
@@ -86,9 +72,7 @@ void with_gnuplot(const std::string& pdf, const std::string& size, F&& body) {
   const std::string tmp = pdf + ".tmp";
   std::remove(tmp.c_str());
   {
-    std::string cmd(1, '\'');
-    cmd.append(gnuplot_program()).append("' 2>&1");
-    Gnuplot gp(cmd);
+    Gnuplot gp(hddp::gnuplot::command());
     gp << "set terminal pdfcairo noenhanced size " << size << " font 'Sans,9'\n"
        << "set output \"" << esc(tmp) << "\"\n"
        << "set grid\n";

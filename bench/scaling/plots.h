@@ -6,9 +6,6 @@
 
 namespace scaling {
 
-std::string gnuplot_program();  // env HDDP_GNUPLOT, else "gnuplot"
-bool gnuplot_available();
-
 // Each reads DIR/<study>.csv and writes DIR/<study>.pdf; `note` goes under the title
 // (machine, load). Throw Failure if gnuplot fails.
 void plot_gemm(const std::string& dir, const std::string& note);

@@ -46,6 +46,7 @@
 #include "core/rng.h"
 #include "core/scaler.h"
 #include "core/trace.h"
+#include "drivers/common/gnuplot.h"
 #include "kernels/gemm.h"
 #include "poly_train/options.h"
 #include "poly_train/problem.h"
@@ -600,7 +601,7 @@ int run(Env& env, const Options& o) {
                 (long long)rs.bytes_per_step, o.overlap ? "overlapped" : "blocking", o.progress.c_str());
   }
   if (o.plot) {
-    if (!poly::gnuplot_available()) {
+    if (!hddp::gnuplot::available()) {
       std::fprintf(stderr, "warning: gnuplot not found (HDDP_GNUPLOT or PATH); errors.pdf not drawn (the CSVs hold the results). "
                            "Install it (Debian: apt-get install gnuplot-nox) or pass --no-plot.\n");
     } else {

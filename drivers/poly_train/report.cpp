@@ -10,6 +10,7 @@
 #include <gnuplot-iostream.h>
 #include <sstream>
 
+#include "drivers/common/gnuplot.h"
 #include "kernels/check.h"
 
 namespace poly {
@@ -44,23 +45,6 @@ void write_loss_csv(const std::string& path, const std::vector<std::vector<float
   write_file(path, os.str());
 }
 
-std::string gnuplot_program() {
-  const char* env = std::getenv("HDDP_GNUPLOT");
-  return env && *env ? env : "gnuplot";
-}
-
-bool gnuplot_available() {
-  const std::string prog = gnuplot_program();
-  if (prog.find('/') != std::string::npos) return access(prog.c_str(), X_OK) == 0;
-  const char* path = std::getenv("PATH");
-  if (!path) return false;
-  std::stringstream ss(path);
-  std::string dir;
-  while (std::getline(ss, dir, ':'))
-    if (!dir.empty() && access((dir + "/" + prog).c_str(), X_OK) == 0) return true;
-  return false;
-}
-
 void plot_errors(const std::string& path, const Curve& dense, const Curve& eval, int64_t epochs,
                  double lo, double hi) {
   const std::string tmp = path + ".tmp";
@@ -75,10 +59,7 @@ void plot_errors(const std::string& path, const Curve& dense, const Curve& eval,
     err_pts.emplace_back(eval.x[i], std::fabs(eval.f[i] - eval.g[i]));
   }
   {
-    // gnuplot-iostream runs "gnuplot" through popen; its destructor waits for it to finish.
-    std::string cmd(1, '\'');
-    cmd.append(gnuplot_program()).append("' 2>&1");
-    Gnuplot gp(cmd);
+    Gnuplot gp(hddp::gnuplot::command());
     gp << "set terminal pdfcairo size 11in,4in font 'Sans,10'\n"
        << "set output '" << tmp << "'\n"
        << "set multiplot layout 1,2\n"

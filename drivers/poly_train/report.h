@@ -15,10 +15,6 @@ void write_eval_csv(const std::string& path, const Curve& eval);
 // loss.csv: epoch,rank,loss; losses[r][e] is rank r's loss at epoch e+1.
 void write_loss_csv(const std::string& path, const std::vector<std::vector<float>>& losses);
 
-// The gnuplot program: env HDDP_GNUPLOT, else "gnuplot" from PATH.
-std::string gnuplot_program();
-// Can it be run? (gnuplot-iostream would only fail through the shell.)
-bool gnuplot_available();
 
 // errors.pdf: left, f and g over `dense` with the training range shaded and the evaluation
 // points; right, |f - g| with the same shading. Throws hddp::Error if gnuplot fails.

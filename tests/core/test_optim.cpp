@@ -14,6 +14,7 @@
 
 #include "core/model.h"
 #include "core/optim.h"
+#include "tests/common/testing.h"
 
 #ifndef HDDP_CORE_TEST_DATA
 #error "HDDP_CORE_TEST_DATA must name tests/core/data"
@@ -169,15 +170,7 @@ TEST(OptimReference, MatchesPyTorchFloat64) {
   EXPECT_EQ(n, 5);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no std::invalid_argument";
-}
+using hddp::testing_util::error_of;
 
 TEST(Optim, InvalidHyperParametersNameTheParameter) {
   auto adam = [](AdamHyper h) { return error_of([&] { Adam<float>(10, h); }); };

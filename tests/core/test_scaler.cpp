@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/scaler.h"
+#include "tests/common/testing.h"
 
 using hddp::MinMaxScaler;
 
@@ -84,15 +85,7 @@ TEST(MinMaxScaler, ConstantFeatureDoesNotDivideByZero) {
   EXPECT_EQ(s.scale()[0], 2.0);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no std::invalid_argument";
-}
+using hddp::testing_util::error_of;
 
 TEST(MinMaxScaler, BadInput) {
   EXPECT_NE(error_of([] { MinMaxScaler(1, 1); }).find("feature_range (1, 1) needs min < max"), std::string::npos);

@@ -17,32 +17,17 @@
 #include "core/optim.h"
 #include "core/serialize.h"
 #include "kernels/check.h"
+#include "tests/common/testing.h"
 
 using namespace hddp;
 namespace fs = std::filesystem;
 
 namespace {
 
-class Serialize : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::current_path() / ("test_serialize_tmp_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+class Serialize : public hddp::testing_util::TempDirTest {};
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-void spit(const std::string& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
+using hddp::testing_util::slurp;
+using hddp::testing_util::spit;
 
 // Independent FNV-1a 64, to re-seal a file after patching it.
 uint64_t fnv(const std::string& s) {

@@ -32,6 +32,7 @@
 #include "core/serialize.h"
 #include "kernels/check.h"
 #include "poly_train/options.h"
+#include "tests/common/testing.h"
 
 using namespace hddp;
 namespace fs = std::filesystem;
@@ -45,14 +46,8 @@ int64_t env_int(const char* name, int64_t dflt) {
 const int64_t kIters = env_int("HDDP_FUZZ_ITERS", 4000);
 const uint64_t kSeed = uint64_t(env_int("HDDP_FUZZ_SEED", 20261130));
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-void spit(const std::string& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
+using hddp::testing_util::slurp;
+using hddp::testing_util::spit;
 // Recomputes the trailing checksum so a mutation reaches the parser behind it.
 std::string reseal(std::string b) {
   if (b.size() < 8) return b;
@@ -100,17 +95,7 @@ struct Fixture {
   }
 };
 
-class Faults : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::current_path() / ("test_faults_fuzz_tmp_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+class Faults : public hddp::testing_util::TempDirTest {};
 
 TEST_F(Faults, CheckpointRoundTrip) {
   Fixture a;
