@@ -34,20 +34,28 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-// "; CPU share 1T 0.98, 2T 0.95": CPU time / (wall x threads) of the measured loops, median
-// per thread count - below 1, other processes had the cores part of the time.
-std::string cpu_share(const Table& t) {
+// CPU time / (wall x threads) of the measured loops, median per thread count - below 1, other
+// processes had the cores part of the time. Rows without the column are left out.
+std::map<int, double> median_cpu_share(const Table& t) {
   std::map<int, std::vector<double>> by;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const double u = t.num(i, "cpu_util");
     if (std::isfinite(u)) by[int(t.num(i, "threads"))].push_back(u);
   }
-  if (by.empty()) return "";
-  std::string s = "; CPU share";
+  std::map<int, double> med;
   for (auto& [th, v] : by) {
     std::sort(v.begin(), v.end());
+    med[th] = v[v.size() / 2];
+  }
+  return med;
+}
+
+// "; CPU share 1T 0.98, 2T 0.95" for a plot's title.
+std::string cpu_share(const Table& t) {
+  std::string s;
+  for (const auto& [th, u] : median_cpu_share(t)) {
     char buf[48];
-    std::snprintf(buf, sizeof buf, "%s %dT %.2f", s.size() > 11 ? "," : "", th, v[v.size() / 2]);
+    std::snprintf(buf, sizeof buf, "%s %dT %.2f", s.empty() ? "; CPU share" : ",", th, u);
     s += buf;
   }
   return s;
@@ -335,9 +343,6 @@ void plot_placement(const std::string& dir, const std::string& note) {
   });
 }
 
-}  // namespace scaling
-
-namespace scaling {
 namespace {
 
 std::string ms(double s) {
@@ -382,21 +387,15 @@ void thread_table(const Table& t, const std::vector<std::string>& key_cols, cons
     for (int th : threads) std::printf(" %s |", at[k].count(th) ? cell(t, at[k][th]).c_str() : "");
     std::printf("\n");
   }
-  std::map<int, std::vector<double>> util;
-  for (size_t i = 0; i < t.rows.size(); ++i) util[int(t.num(i, "threads"))].push_back(t.num(i, "cpu_util"));
   std::printf("\nCPU share of the measured loops (CPU time / (wall x threads), median):");
-  for (auto& [th, v] : util) {
-    std::sort(v.begin(), v.end());
-    std::printf(" %d thread%s %.2f;", th, th == 1 ? "" : "s", v[v.size() / 2]);
-  }
+  for (const auto& [th, u] : median_cpu_share(t)) std::printf(" %d thread%s %.2f;", th, th == 1 ? "" : "s", u);
   std::printf(" load average %.1f.\n\n", t.rows.empty() ? -1.0 : t.num(0, "load"));
 }
 
 void ddp_table(const Table& t, bool caps) {
-  const bool pred = caps;
   std::printf("| ranks | threads | placement | %sstep ms (min-max) | compute ms | exposed ms (min-max) | comm ms |%s\n",
-              caps ? "cap | buckets | " : "", pred ? " predicted exposed ms |" : "");
-  std::printf("|---|---|---|%s---|---|---|---|%s\n", caps ? "---|---|" : "", pred ? "---|" : "");
+              caps ? "cap | buckets | " : "", caps ? " predicted exposed ms |" : "");
+  std::printf("|---|---|---|%s---|---|---|---|%s\n", caps ? "---|---|" : "", caps ? "---|" : "");
   for (size_t i = 0; i < t.rows.size(); ++i) {
     std::string cap;
     if (caps) {
@@ -413,7 +412,7 @@ void ddp_table(const Table& t, bool caps) {
                 t.str(i, "threads").c_str(), t.str(i, "placement").c_str(), cap.c_str(), ms(t.num(i, "step_s")).c_str(),
                 ms(t.num(i, "step_min_s")).c_str(), ms(t.num(i, "step_max_s")).c_str(), ms(t.num(i, "compute_s")).c_str(),
                 ms(t.num(i, "exposed_s")).c_str(), ms(t.num(i, "exposed_min_s")).c_str(), ms(t.num(i, "exposed_max_s")).c_str(),
-                ms(t.num(i, "comm_s")).c_str(), pred ? (" " + ms(t.num(i, "predicted_exposed_s")) + " |").c_str() : "");
+                ms(t.num(i, "comm_s")).c_str(), caps ? (" " + ms(t.num(i, "predicted_exposed_s")) + " |").c_str() : "");
   }
   std::printf("\n");
 }
