@@ -30,6 +30,11 @@ EPOCHS=3000
 bash "$slurm_local" down >/dev/null 2>&1 || true
 slurm_down() {
   local rc=$?
+  if [ "$failures" -gt 0 ]; then  # what Slurm said, before the state folder goes
+    for f in "$HDDP_SLURM_DIR"/log/slurmctld.log "$HDDP_SLURM_DIR"/log/slurmd-n1.log; do
+      [ -f "$f" ] && { echo "--- last lines of $f"; tail -25 "$f"; }
+    done
+  fi
   bash "$slurm_local" down >/dev/null 2>&1 || echo "warning: slurm-local.sh down failed"
   (exit "$rc")
   faults_cleanup
@@ -65,19 +70,19 @@ while ! grep -q "requeueing job $job" "$log" 2>/dev/null; do
   sleep 0.1
 done
 t_requeue=$SECONDS
-for _ in $(seq 1 300); do
-  line=$(scontrol -o show job "$job" 2>/dev/null)
-  state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$line")
-  if [ "$state" = PENDING ]; then
-    echo "requeued: $(grep -o 'Reason=[^ ]*' <<<"$line") $(grep -o 'StartTime=[^ ]*' <<<"$line")"
-    scontrol update JobId="$job" StartTime=now >/dev/null 2>&1 || true
-    break
-  fi
-  grep -q "^restart 1 of job $job" "$log" 2>/dev/null && break
-  sleep 0.1
-done
+# While the job is pending, ask for an immediate start once a second: one request can land
+# while slurmctld is still finishing the requeue and be dropped (seen once: the job then
+# waited out the whole BeginTime hold).
+released=0 last_try=-1
 while ! grep -q "^restart 1 of job $job" "$log" 2>/dev/null; do
   [ $((SECONDS - t_requeue)) -lt 120 ] || { fail "the requeued job did not start within 120 s"; break; }
+  line=$(scontrol -o show job "$job" 2>/dev/null)
+  state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$line")
+  if [ "$state" = PENDING ] && [ "$SECONDS" -ne "$last_try" ]; then
+    [ "$released" -eq 1 ] || echo "requeued: $(grep -o 'Reason=[^ ]*' <<<"$line") $(grep -o 'StartTime=[^ ]*' <<<"$line")"
+    msg=$(scontrol update JobId="$job" StartTime=now 2>&1) || echo "scontrol update StartTime=now: $msg"
+    released=1 last_try=$SECONDS
+  fi
   sleep 0.1
 done
 echo "the requeued job started $((SECONDS - t_requeue)) s after the requeue"
