@@ -108,7 +108,7 @@ Reducer::Reducer(MPI_Comm comm, float* params, float* grads, int64_t n,
   for (int64_t off = 0; off < n_; off += int64_t(1) << 30)
     HDDP_MPI(MPI_Bcast(params + off, static_cast<int>(std::min<int64_t>(n_ - off, int64_t(1) << 30)), MPI_FLOAT, 0, comm_));
 
-  if (opt_.overlap && opt_.nbc_iallreduce_algorithm >= 0 && size_ > 1) init_nbc_algorithm();
+  if ((opt_.overlap || watched()) && opt_.nbc_iallreduce_algorithm >= 0 && size_ > 1) init_nbc_algorithm();
   if (size_ == 2) HDDP_MPI(MPI_Op_create(&mean_of_two, /*commute=*/1, &op_));
   owner_ = std::this_thread::get_id();
   if (opt_.overlap && opt_.progress == Progress::Thread) {
@@ -216,6 +216,11 @@ void Reducer::complete(size_t b) {
   if (trace_) trace_->add("allreduce bucket " + std::to_string(b), "comm", launched_at_[b], last_complete_, 1);
 }
 
+void Reducer::wait(size_t b) {
+  if (watched()) opt_.watchdog->wait(&requests_[b], "the allreduce of bucket", static_cast<int>(b));
+  else HDDP_MPI(MPI_Wait(&requests_[b], MPI_STATUS_IGNORE));
+}
+
 void Reducer::test_in_flight() {
   last_poll_ = Clock::now();
   for (size_t b = completed_; b < next_; ++b) {  // buckets complete in order in practice; test all
@@ -262,21 +267,26 @@ void Reducer::finish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     HDDP_CHECK(in_step_, "Reducer::finish without begin_step()");
-    if (!opt_.overlap) {  // blocking: one MPI_Allreduce per bucket, in order
-      first_launch_ = t0;
+    if (!opt_.overlap) {  // blocking: one allreduce per bucket, in order, each waited at once
       for (size_t b = 0; b < buckets_.size(); ++b) {
         const Bucket& bk = buckets_[b];
-        launched_at_[b] = Clock::now();
-        HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, op_, comm_));
+        if (watched()) {
+          launch(b);
+          wait(b);
+        } else {
+          launched_at_[b] = Clock::now();
+          HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, op_, comm_));
+        }
         complete(b);
       }
+      first_launch_ = t0;
       next_ = buckets_.size();
     } else {
       // Buckets backward never reported ready (e.g. a layer without a hook call) start now.
       while (next_ < buckets_.size()) launch(next_++);
       for (size_t b = 0; b < buckets_.size(); ++b)
         if (!done_[b]) {
-          HDDP_MPI(MPI_Wait(&requests_[b], MPI_STATUS_IGNORE));
+          wait(b);
           complete(b);
         }
     }

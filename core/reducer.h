@@ -36,6 +36,7 @@
 
 #include "core/buckets.h"
 #include "core/trace.h"
+#include "core/watchdog.h"
 
 namespace hddp {
 
@@ -64,6 +65,10 @@ struct ReducerOptions {
   // that (master) thread to one place at start-up, so the progress thread shares its core.
   // spare_progress_cpu() picks the place OpenMP leaves free.
   int progress_cpu = -1;
+  // Waits on the buckets with a deadline (core/watchdog.h); must outlive the reducer. Null or
+  // disabled: MPI_Wait and, without overlap, MPI_Allreduce. With an enabled watchdog the
+  // blocking mode runs each bucket as MPI_Iallreduce (same libnbc algorithm) waited at once.
+  Watchdog* watchdog = nullptr;
 };
 
 // A CPU for the progress thread that OpenMP does not use: with OMP_PLACES set and
@@ -122,6 +127,8 @@ class Reducer {
   void launch(size_t b);       // caller holds mu_
   void test_in_flight();       // caller holds mu_
   void complete(size_t b);     // caller holds mu_
+  void wait(size_t b);         // caller holds mu_; through the watchdog when there is one
+  bool watched() const { return opt_.watchdog && opt_.watchdog->enabled(); }
   void progress_thread_main();
   void init_nbc_algorithm();
   static void gemm_hook(void* self);

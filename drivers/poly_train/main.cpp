@@ -46,7 +46,9 @@
 #include "core/rng.h"
 #include "core/scaler.h"
 #include "core/trace.h"
+#include "core/watchdog.h"
 #include "drivers/common/gnuplot.h"
+#include "drivers/common/line_log.h"
 #include "kernels/gemm.h"
 #include "poly_train/options.h"
 #include "poly_train/problem.h"
@@ -90,6 +92,11 @@ bool all_finite(const float* x, int64_t n) {
   }
   return m < 0x7f800000u;
 }
+
+// The per-epoch lines (stdout, every rank) and rank 0's progress lines (stderr): they never
+// block training, so a launcher that stops reading cannot keep the ranks from a signal's
+// checkpoint (drivers/common/line_log.h). Flushed, blocking, once training is over.
+hddp::drivers::LineLog g_log(stdout), g_progress(stderr);
 
 using Clock = std::chrono::steady_clock;
 using hddp::mpi::Env;
@@ -287,6 +294,12 @@ int run(Env& env, const Options& o) {
   // --progress thread: on the core OpenMP leaves free, if any (OMP_PLACES=cores
   // OMP_PROC_BIND=close and OMP_NUM_THREADS below the rank's cores); else it shares the master's.
   ropt.progress_cpu = hddp::spare_progress_cpu();
+  // Stall watchdog (--timeout): the reducer's buckets and the driver's collectives below wait
+  // through it, so a rank that stops arriving ends the job with a message naming it.
+  hddp::WatchdogOptions wopt;
+  wopt.timeout_s = o.timeout, wopt.exit_code = poly::kExitStall;
+  hddp::Watchdog watchdog(env.comm(), wopt);
+  ropt.watchdog = &watchdog;
   if (o.bucket_mb_auto) {
     // Bucket auto-sizing (core/bucket_autosize.h): a few allreduces and a warm-up
     // forward/backward on a batch from its own stream (the training samples and parameters are
@@ -365,7 +378,9 @@ int run(Env& env, const Options& o) {
   auto sync_losses = [&](int64_t upto) {
     const int n = static_cast<int>(upto - synced);
     std::vector<float> buf(rank == 0 ? size_t(n) * size : 0);
-    HDDP_MPI(MPI_Gather(losses.data() + synced, n, MPI_FLOAT, buf.data(), n, MPI_FLOAT, 0, env.comm()));
+    MPI_Request req;
+    HDDP_MPI(MPI_Igather(losses.data() + synced, n, MPI_FLOAT, buf.data(), n, MPI_FLOAT, 0, env.comm(), &req));
+    watchdog.wait(&req, "the gather of the losses");
     if (rank == 0)
       for (int r = 0; r < size; ++r) history[r].insert(history[r].end(), buf.begin() + size_t(r) * n, buf.begin() + size_t(r + 1) * n);
     synced = upto;
@@ -382,7 +397,10 @@ int run(Env& env, const Options& o) {
   auto write_checkpoint = [&](int64_t done) {
     sync_losses(done);
     std::vector<uint64_t> all(rank == 0 ? 4 * size_t(size) : 0);
-    HDDP_MPI(MPI_Gather(data.state().data(), 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, env.comm()));
+    MPI_Request req;
+    HDDP_MPI(MPI_Igather(data.state().data(), 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, env.comm(), &req));
+    watchdog.wait(&req, "the checkpoint's gather of the RNG states");
+    saved_epoch = done;  // on every rank: a stall report names the checkpoint kept
     if (rank != 0) return;
     hddp::TrainState st;
     st.epoch = done, st.world_size = size, st.identity = identity;
@@ -391,20 +409,25 @@ int run(Env& env, const Options& o) {
     st.losses.reserve(size_t(size) * done);
     for (int r = 0; r < size; ++r) st.losses.insert(st.losses.end(), history[r].begin(), history[r].begin() + done);
     hddp::save_checkpoint(o.checkpoint, model.arena(), *opt, st);
-    saved_epoch = done;
   };
   auto kept_checkpoint = [&] {
     if (o.checkpoint.empty()) return std::string(" (no --checkpoint)");
     if (saved_epoch == start && !file_exists(o.checkpoint)) return std::string(" (no checkpoint written yet)");
     return "; the last checkpoint '" + o.checkpoint + "' (" + std::to_string(saved_epoch) + " epochs) is kept";
   };
+  watchdog.set_note([&] {
+    const std::string kept = kept_checkpoint();
+    return kept + (kept.rfind("; ", 0) == 0 ? ": continue with --resume" : "");
+  });
 
   // Ends the run on every rank together: everyone has printed and (rank 0) written before
   // any rank exits, because mpiexec tears the job down at the first non-zero exit.
   auto stop_together = [&](int code) {
     std::fflush(stdout);
     std::fflush(stderr);
-    HDDP_MPI(MPI_Barrier(env.comm()));
+    MPI_Request req;
+    HDDP_MPI(MPI_Ibarrier(env.comm(), &req));
+    watchdog.wait(&req, "the barrier before stopping");
     return code;
   };
 
@@ -420,6 +443,7 @@ int run(Env& env, const Options& o) {
   auto t_check = Clock::now();
   for (int64_t epoch = start; epoch < o.epochs; ++epoch) {
     const auto t0 = Clock::now();
+    watchdog.set_epoch(epoch);
     for (int64_t i = 0; i < global; ++i) xg[i] = data.uniform<double>(poly::kXMin, poly::kXMax);
     for (int64_t i = 0; i < local; ++i) yg[i] = poly::target(o.function, xg[shard.begin + i]);
     xscale.transform(xg.data() + shard.begin, local, 1, xg.data() + shard.begin);
@@ -462,7 +486,9 @@ int run(Env& env, const Options& o) {
                                  : kMaxCheckInterval;
       }
       int64_t in[3] = {-int64_t(g_stop_signal.load(std::memory_order_relaxed)), local_bad, interval}, out[3];
-      HDDP_MPI(MPI_Allreduce(in, out, 3, MPI_INT64_T, MPI_MIN, env.comm()));
+      MPI_Request req;
+      HDDP_MPI(MPI_Iallreduce(in, out, 3, MPI_INT64_T, MPI_MIN, env.comm(), &req));
+      watchdog.wait(&req, "the ranks' agreement (signals, NaN)");
       next_check = epoch + out[2], last_check = epoch, t_check = Clock::now();
       stop_sig = int(-out[0]);
       if (out[1] != INT64_MAX || avg_bad) {
@@ -494,14 +520,13 @@ int run(Env& env, const Options& o) {
     }
     losses[epoch] = loss;
     if (epoch % o.log_every == 0) {
-      std::printf("epoch %lld, loss = %.6g, rank %d/%d (%s).\n", (long long)epoch, double(loss), rank, size,
-                  env.hostname().c_str());
-      std::fflush(stdout);
+      g_log.line("epoch %lld, loss = %.6g, rank %d/%d (%s).\n", (long long)epoch, double(loss), rank, size,
+                 env.hostname().c_str());
       if (rank == 0 && epoch > start) {
         const double el = seconds(t_start, Clock::now()), per = el / double(epoch - start + 1);
-        std::fprintf(stderr, "progress: epoch %lld/%lld (%.0f%%), %.2f us/step, ETA %.1f s\n", (long long)epoch,
-                     (long long)o.epochs, 100.0 * double(epoch) / double(o.epochs), per * 1e6,
-                     per * double(o.epochs - epoch - 1));
+        g_progress.line("progress: epoch %lld/%lld (%.0f%%), %.2f us/step, ETA %.1f s\n", (long long)epoch,
+                        (long long)o.epochs, 100.0 * double(epoch) / double(o.epochs), per * 1e6,
+                        per * double(o.epochs - epoch - 1));
       }
     }
     const bool last = epoch + 1 == o.epochs;
@@ -525,6 +550,7 @@ int run(Env& env, const Options& o) {
     }
   }
   t.total = seconds(t_start, Clock::now());
+  g_log.flush(), g_progress.flush();
   sync_losses(o.epochs);
   if (!o.checkpoint.empty()) {  // the final checkpoint: a later --resume with more --epochs continues from here
     if (!state_finite()) {
@@ -640,7 +666,9 @@ int main(int argc, char** argv) {
       return poly::kExitOk;
     }
     install_stop_handlers();  // after MPI_Init, so nothing Open MPI installs can replace them
-    return run(*env, opts);
+    const int rc = run(*env, opts);
+    g_log.flush(), g_progress.flush();  // after a stop: what the launcher had not taken yet
+    return rc;
   } catch (const std::exception& e) {
     hddp::mpi::abort_all(poly::kExitError, e.what());  // ends every rank: no rank waits forever for this one
   } catch (...) {

@@ -123,6 +123,7 @@ Options parse_options(int argc, const char* const* argv) {
     else if (arg == "--checkpoint-every") o.checkpoint_every = to_int(arg, val());
     else if (arg == "--resume") flag_only(), o.resume = true;
     else if (arg == "--check-every") o.check_every = to_int(arg, val());
+    else if (arg == "--timeout") o.timeout = to_double(arg, val());
     else if (arg == "--debug-inject-nan") o.inject_nan = to_inject(arg, val());
     else if (arg == "--debug-throw") o.inject_throw = to_inject(arg, val());
     else fail("unknown option '" + arg + "'");
@@ -142,6 +143,7 @@ Options parse_options(int argc, const char* const* argv) {
   if (o.checkpoint_every < 0) fail("--checkpoint-every: must be >= 0, got " + std::to_string(o.checkpoint_every));
   if (o.check_every < 0 || o.check_every > kMaxEpochs)
     fail("--check-every: must be in [0, " + std::to_string(kMaxEpochs) + "] (0 = automatic), got " + std::to_string(o.check_every));
+  if (o.timeout < 0 || o.timeout > 1e7) fail("--timeout: must be in [0, 10000000] seconds (0 = off)");
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) fail("--checkpoint-every: needs --checkpoint FILE");
   if (o.resume && o.checkpoint.empty()) fail("--resume: needs --checkpoint FILE (the file to continue from)");
   return o;
@@ -201,11 +203,19 @@ std::string help_text(const char* prog) {
      << "                        optimizer, lr, batch size, sampling, function, seed) is refused\n"
      << "  --check-every N       the ranks agree on signals and NaN/Inf every N epochs\n"
      << "                        (0: about every 5 ms of training)                        [0]\n"
+     << "  --timeout SECONDS     stall watchdog: when a collective of a step (a bucket allreduce, the\n"
+     << "                        ranks' agreement, a checkpoint gather) has waited this long, the\n"
+     << "                        waiting ranks name the ranks that did not arrive (rank, node, epoch,\n"
+     << "                        bucket) and the job ends with exit code 4; the last checkpoint is\n"
+     << "                        kept. 0 turns it off                                     [" << d.timeout << "]\n"
      << "  SIGTERM or SIGUSR1: every rank finishes its step, the ranks agree on the epoch, rank 0\n"
-     << "  writes the checkpoint, all exit with 75. (mpiexec forwards SIGUSR1 to the ranks; on\n"
-     << "  SIGTERM it sends the ranks SIGTERM, SIGKILLs them odls_base_sigkill_timeout seconds later\n"
-     << "  (default 1) and exits 1 itself.) NaN or Inf in a rank's loss or gradients: all ranks\n"
-     << "  stop with the epoch and rank, the last checkpoint is kept, exit 3.\n"
+     << "  writes the checkpoint, all exit with 75. (mpiexec forwards SIGUSR1 to the ranks. On\n"
+     << "  SIGTERM it sends them SIGCONT, waits odls_base_sigkill_timeout seconds, sends SIGTERM,\n"
+     << "  waits as long again, SIGKILLs them and exits 1 itself: Open MPI's default of 1 s can be\n"
+     << "  too short to checkpoint on a busy node, so launch with\n"
+     << "  OMPI_MCA_odls_base_sigkill_timeout=10, as scripts/run.sh and slurm/run.sbatch do.)\n"
+     << "  NaN or Inf in a rank's loss or gradients: all ranks stop with the epoch and rank, the\n"
+     << "  last checkpoint is kept, exit 3.\n"
      << "Debugging (tests):\n"
      << "  --debug-inject-nan EPOCH[:RANK]  rank RANK (default 0) sees a NaN input at epoch EPOCH\n"
      << "  --debug-throw EPOCH[:RANK]       rank RANK throws at epoch EPOCH (its message, then MPI_Abort)\n"
@@ -213,7 +223,8 @@ std::string help_text(const char* prog) {
      << "Epochs are counted from 0 in messages and loss lines (loss.csv counts from 1).\n"
      << "Exit codes: 0 done; 1 runtime error (the failing rank's message, then MPI_Abort ends all\n"
      << "ranks); 2 bad command line or unusable checkpoint (nothing trained, nothing written);\n"
-     << "3 NaN/Inf in the loss or gradients; 75 stopped by SIGTERM/SIGUSR1 after writing the\n"
+     << "3 NaN/Inf in the loss or gradients; 4 stall (--timeout: a rank did not arrive); 75 stopped\n"
+     << "by SIGTERM/SIGUSR1 after writing the\n"
      << "checkpoint (EX_TEMPFAIL: resume later; slurm/run.sbatch requeues itself).\n";
   return os.str();
 }

@@ -43,6 +43,7 @@ struct Options {
   int64_t checkpoint_every = 0;        // epochs between checkpoints (0: only at the end and on a signal)
   bool resume = false;                 // continue from --checkpoint when it exists
   int64_t check_every = 0;             // epochs between the ranks' agreement on signals / NaN (0: ~5 ms)
+  double timeout = 300;                // stall watchdog (core/watchdog.h): seconds a collective may wait; 0: off
 
   // Debugging (tests): make rank `rank` see a NaN input, or throw, at epoch `epoch` (0-based).
   struct Inject {
@@ -57,6 +58,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;        // runtime error: the failing rank's message, then MPI_Abort
 inline constexpr int kExitUsage = 2;        // bad command line, or a checkpoint that cannot be used
 inline constexpr int kExitNonFinite = 3;    // NaN/Inf in a loss or the gradients: all ranks stopped
+inline constexpr int kExitStall = 4;        // a collective waited longer than --timeout: the waiting
+                                            // ranks name the ranks that did not arrive, MPI_Abort
 inline constexpr int kExitStopped = 75;     // SIGTERM/SIGUSR1: checkpoint written, resume later
                                             // (EX_TEMPFAIL; slurm/run.sbatch requeues the job)
 

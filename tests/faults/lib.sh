@@ -24,6 +24,16 @@ pass() {
   _failures_at_pass=$failures
 }
 
+# run_case NAME CMD...: runs one case (CMD may return early on a failure) and reports it on
+# its own: only the failures of this case count for it, never a previous case's.
+run_case() {
+  local name=$1
+  shift
+  _failures_at_pass=$failures
+  "$@"
+  pass "$name"
+}
+
 # kill_tree PID: SIGKILL a process and all its descendants (children first found, then killed).
 kill_tree() {
   local p=$1 c

@@ -7,10 +7,16 @@
 #   USR1 to mpiexec    mpiexec forwards it to every rank                    -> exit 75
 #   TERM to the ranks  what slurmstepd does to a job step's tasks (scancel; srun-launched
 #                      ranks also get --signal=USR1 this way; same handler) -> exit 75
-#   TERM to mpiexec    mpiexec sends SIGCONT, waits odls_base_sigkill_timeout (1 s), sends
-#                      SIGTERM, waits again, SIGKILLs; it exits 1 itself     -> non-zero,
+#   TERM to mpiexec    mpiexec sends SIGCONT, waits odls_base_sigkill_timeout, sends SIGTERM,
+#                      waits again, SIGKILLs; it exits 1 itself              -> non-zero,
 #                      checkpoint written within the grace time
 #   TERM to a singleton (no mpiexec)                                         -> exit 75
+# The grace for TERM to mpiexec is the launch path's: OMPI_MCA_odls_base_sigkill_timeout=10,
+# as scripts/run.sh and slurm/run.sbatch set it (the contract in slurm/README.md, "Signals").
+# Why it holds on a busy machine: after SIGTERM the ranks need one agreement (at most ~5 ms
+# of training away) and one checkpoint write (a few MB here) - tens of milliseconds on a quiet
+# machine, and well under a second with two CPU hogs beside 3 ranks on 2 cores; Open MPI's
+# default grace of 1 s was seen to run out under load 3-5, the 10 s grace leaves 10x margin.
 # The interrupted runs ask for 10^7 epochs (they never finish on their own) and are signalled
 # after their first progress line; the resume and the reference then run to the stop epoch
 # plus 3000.
@@ -19,10 +25,12 @@ source "$(dirname "$0")/lib.sh" "$@"
 
 common=(--no-plot --log-every 1000 --checkpoint-every 5000)
 
+GRACE=10  # the launch paths' odls_base_sigkill_timeout (scripts/common.sh, slurm/run.sbatch)
+
 # one_case NAME NP TARGET SIG EXPECT_RC: interrupted run, resume, reference, comparisons.
 one_case() {
   local name=$1 np=$2 target=$3 sig=$4 want=$5 d=$WORK/$1
-  local launch=("${MPI[@]}" -n "$np" "$BIN")
+  local launch=(env "OMPI_MCA_odls_base_sigkill_timeout=$GRACE" "${MPI[@]}" -n "$np" "$BIN")
   [ "$np" -eq 0 ] && launch=("$BIN")  # its deadline: wait_rc below
   mkdir -p "$d/int" "$d/res" "$d/ref"
 
@@ -44,7 +52,9 @@ one_case() {
   else
     [ "$rc" -eq "$want" ] || fail "$name: exit code $rc, expected $want"
   fi
-  [ "$ms" -lt 15000 ] || fail "$name: took $ms ms to stop"
+  # TERM to mpiexec reaches the ranks GRACE s late; mpiexec SIGKILLs what is left GRACE s after
+  # that and exits: its sequence is timed, so 2 x GRACE + 5 s holds on any machine.
+  [ "$ms" -lt $(( (2 * GRACE + 5) * 1000)) ] || fail "$name: took $ms ms to stop (mpiexec's own sequence: $((2 * GRACE)) s)"
   local msg stop
   msg=$(grep -E "^poly_train: SIG$sig: all ranks stopped after [0-9]+ of 10000000 epochs; checkpoint '.*' written" "$d/int/log")
   [ -n "$msg" ] || { fail "$name: no stop message"; return; }
@@ -74,13 +84,12 @@ one_case() {
        <(grep '^epoch' "$d/ref/log" | awk -v s="$stop" '{ e = $2; sub(",", "", e) } e + 0 >= s' | sort) >/dev/null \
     || fail "$name: the resumed run's loss lines differ from the uninterrupted run's"
   [ "$(grep -c '^epoch' "$d/res/log")" -gt 0 ] || fail "$name: the resumed run printed no loss lines"
-  pass "$name"
 }
 
-one_case usr1-mpiexec 3 launcher USR1 75
-one_case term-ranks 3 ranks TERM 75
-one_case term-mpiexec 3 launcher TERM nonzero
-one_case term-singleton 0 launcher TERM 75
+run_case usr1-mpiexec one_case usr1-mpiexec 3 launcher USR1 75
+run_case term-ranks one_case term-ranks 3 ranks TERM 75
+run_case term-mpiexec one_case term-mpiexec 3 launcher TERM nonzero
+run_case term-singleton one_case term-singleton 0 launcher TERM 75
 
 # Without --checkpoint a signal still stops every rank together, with exit 75 and a warning.
 d=$WORK/nockpt; mkdir -p "$d"

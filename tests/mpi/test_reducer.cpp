@@ -56,6 +56,7 @@ struct Config {
   int64_t cap_bytes, first_cap_bytes;
   bool overlap;
   Progress progress;
+  bool watchdog = false;  // wait through a stall watchdog (core/watchdog.h)
 };
 
 // Every cap shape the issue asks for: one bucket per parameter, one for everything, a cap that
@@ -69,6 +70,8 @@ std::vector<Config> configs() {
       c.push_back({"one bucket for everything", int64_t(1) << 30, int64_t(1) << 30, overlap, p});
       c.push_back({"cap of 37 floats", 37 * 4, 37 * 4, overlap, p});
       c.push_back({"default caps", int64_t(25) << 20, int64_t(1) << 20, overlap, p});
+      // The watchdog's waits (and, blocking, its MPI_Iallreduce per bucket) give the same.
+      c.push_back({"cap of 37 floats, watchdog", 37 * 4, 37 * 4, overlap, p, true});
     }
   return c;
 }
@@ -88,6 +91,8 @@ std::vector<float> train_sharded(const Config& cfg, const Batch& batch, int step
   opt.first_bucket_cap_bytes = cfg.first_cap_bytes;
   opt.overlap = cfg.overlap;
   opt.progress = cfg.progress;
+  Watchdog watchdog(MPI_COMM_WORLD, WatchdogOptions{cfg.watchdog ? 60.0 : 0.0});
+  opt.watchdog = &watchdog;
   DistributedModel ddp(MPI_COMM_WORLD, model, opt);
   Adam<float> adam(model.num_params(), AdamHyper{});
   const Shard s = shard_of(batch.rows, rank, size);
@@ -156,8 +161,10 @@ TEST(Reducer, OverlappedEqualsBlocking) {
   const Config blocking{"default caps", int64_t(25) << 20, int64_t(1) << 20, false, Progress::Test};
   const Config small_overlapped{"cap of 37 floats", 37 * 4, 37 * 4, true, Progress::Thread};
   const Config small_blocking{"cap of 37 floats", 37 * 4, 37 * 4, false, Progress::Test};
+  const Config watched_blocking{"cap of 37 floats", 37 * 4, 37 * 4, false, Progress::Test, true};
   EXPECT_EQ(train_sharded(overlapped, batch, 20), train_sharded(blocking, batch, 20));
   EXPECT_EQ(train_sharded(small_overlapped, batch, 20), train_sharded(small_blocking, batch, 20));
+  EXPECT_EQ(train_sharded(small_overlapped, batch, 20), train_sharded(watched_blocking, batch, 20));
 }
 
 // no_sync: two half-batch backward passes accumulate locally; the second (synchronised) one

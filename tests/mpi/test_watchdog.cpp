@@ -1,0 +1,73 @@
+// The stall watchdog (core/watchdog.h) under mpiexec with 1, 2 and 3 ranks: waits that end
+// normally are untouched, a late rank below the timeout is no stall, and a SIGCONT (every
+// rank "stopped and continued") makes the ranks ask for each other and carry on. A real stall
+// ends the job, so it is tested through the driver (tests/faults/test_stall.sh).
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <vector>
+
+#include "core/mpi_env.h"
+#include "core/watchdog.h"
+
+using namespace hddp;
+
+namespace {
+
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// Sum of (rank + 1) * (i + 1) over the ranks, through the watchdog.
+void check_allreduce(Watchdog& wd, int n) {
+  const int size = world_size();
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = float((world_rank() + 1) * (i + 1));
+  MPI_Request req;
+  ASSERT_EQ(MPI_Iallreduce(MPI_IN_PLACE, v.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req), MPI_SUCCESS);
+  wd.wait(&req, "the test allreduce", n);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(v[i], float(size * (size + 1) / 2 * (i + 1))) << "n " << n << ", i " << i;
+}
+
+}  // namespace
+
+TEST(Watchdog, WaitsLikeMpiWaitForEverySize) {
+  for (double timeout : {0.0, 30.0}) {
+    Watchdog wd(MPI_COMM_WORLD, WatchdogOptions{timeout});
+    EXPECT_EQ(wd.enabled(), timeout > 0);
+    for (int n : {0, 1, 7, 1000, 100003}) check_allreduce(wd, n);
+  }
+}
+
+// Rank 0 joins 300 ms late: the others wait (and probe for roll calls) well below the timeout.
+TEST(Watchdog, LateRankBelowTheTimeoutIsNoStall) {
+  Watchdog wd(MPI_COMM_WORLD, WatchdogOptions{30.0});
+  for (int round = 0; round < 3; ++round) {
+    if (world_rank() == 0) usleep(300 * 1000);
+    wd.set_epoch(round);
+    check_allreduce(wd, 5);
+  }
+}
+
+// Every rank "continued": the next long waits run a roll call, every rank answers, and the
+// collectives complete. Rank 0 joins late, so the others are inside a wait when they notice.
+TEST(Watchdog, AfterSigcontEveryRankAnswersAndCarriesOn) {
+  Watchdog wd(MPI_COMM_WORLD, WatchdogOptions{30.0, 5.0});
+  raise(SIGCONT);
+  for (int round = 0; round < 3; ++round) {
+    if (world_rank() == 0) usleep(100 * 1000);
+    check_allreduce(wd, 3);
+  }
+  MPI_Request req;
+  ASSERT_EQ(MPI_Ibarrier(MPI_COMM_WORLD, &req), MPI_SUCCESS);
+  wd.wait(&req, "the final barrier");
+}
