@@ -2,10 +2,24 @@
 # Installs what is missing, builds, and runs the main job: the tutorial's polynomial fit on 3
 # local MPI ranks, writing errors.pdf, eval.csv and loss.csv into ./out (or $HDDP_OUT).
 # Extra arguments go to poly_train (see build/drivers/poly_train --help).
+#
+# Stopping it: SIGTERM to this script becomes SIGUSR1 to mpiexec, which forwards it to the
+# ranks at once: they finish the step, write the checkpoint (if --checkpoint was given) and
+# exit 75. (SIGTERM to mpiexec itself would start Open MPI's kill sequence instead: the ranks
+# get SIGTERM only odls_base_sigkill_timeout seconds later; slurm/README.md, "Signals".)
 source "$(dirname "$0")/common.sh"
 hddp_build
 OUT="${HDDP_OUT:-$PWD/out}"
 mkdir -p "$OUT"
 # 3 ranks share this machine's cores: one OpenMP thread each unless told otherwise.
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" mpiexec -n 3 --oversubscribe --bind-to none \
-  "$BUILD_DIR/drivers/poly_train" --out "$OUT" "$@"
+  "$BUILD_DIR/drivers/poly_train" --out "$OUT" "$@" &
+mpiexec_pid=$!
+trap 'kill -USR1 "$mpiexec_pid" 2>/dev/null || true' TERM
+# A trap interrupts wait (status > 128) while mpiexec runs on: wait again.
+while :; do
+  rc=0
+  wait "$mpiexec_pid" || rc=$?
+  kill -0 "$mpiexec_pid" 2>/dev/null || break
+done
+exit "$rc"

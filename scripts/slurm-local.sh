@@ -107,6 +107,15 @@ ensure_munge_key() {
   chmod 0400 "$key"
 }
 
+# Requeue timing, honest to Slurm's mechanism: a requeued job may start again only after the
+# job credential of its first run has expired (slurmd refuses a revoked credential until
+# then), so slurmctld holds it back (BeginTime) for cred_expire seconds - 120 by default, 15
+# here so that tests need not wait two minutes; 15 s still covers a step launch on a loaded
+# 2-core machine (about a second). The main scheduling loop then starts it within
+# sched_interval (default 60 s; 2 here, as nothing else would wake the scheduler).
+CRED_EXPIRE=15
+SCHED_INTERVAL=2
+
 write_conf() {  # $1: dir
   local d="$1" last=$((PORT + NODES))
   cat >"$d/slurm.conf" <<EOF
@@ -118,7 +127,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$d/munge/munge.socket.2
+AuthInfo=socket=$d/munge/munge.socket.2,cred_expire=$CRED_EXPIRE
 StateSaveLocation=$d/state
 SlurmdSpoolDir=$d/spool/%n
 TmpFS=$d/tmp/%n
@@ -135,11 +144,11 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 MpiDefault=none
-SchedulerParameters=batch_sched_delay=0
+SchedulerParameters=batch_sched_delay=0,sched_interval=$SCHED_INTERVAL
 SlurmdParameters=config_overrides
 EnforcePartLimits=ALL
 ReturnToService=2
-KillWait=5
+KillWait=30
 MinJobAge=300
 NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((PORT + 1))-$last CPUs=16 RealMemory=65536 State=UNKNOWN
 PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
