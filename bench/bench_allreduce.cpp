@@ -11,6 +11,11 @@
 //                                       choice for in-place calls and below 4 ranks). Counters
 //                                       median_us and algbw_GBps = bytes / median time per op
 //                                       (algorithm bandwidth); Time and bytes_per_second are means
+//   pairs/<bytes>                       the same finely interleaved: every iteration runs a
+//                                       short burst of each of MPI_Allreduce, Iallreduce+Wait
+//                                       binomial and rabenseifner, each in place and with
+//                                       separate buffers, back to back (the VM's speed drifts
+//                                       over seconds); per-iteration ratios to MPI_Allreduce
 //   allreduce/reducer/<mode>/<bytes>    one Reducer step (begin_step, grads_ready_from(0),
 //                                       finish) over one bucket of <bytes>; mode blocking |
 //                                       test | thread (overlapped, nothing to overlap) with the
@@ -43,10 +48,13 @@
 //                                       models in rotating order: local (no reducer), blocking,
 //                                       test / thread (overlapped, Progress::Test / ::Thread,
 //                                       the reducer's default libnbc algorithm) and
-//                                       test_binomial / thread_binomial (libnbc's binomial).
+//                                       test_binomial / thread_binomial (libnbc's binomial),
+//                                       test_watchdog / blocking_watchdog (the stall watchdog on,
+//                                       timeout 300 s, as poly_train's default).
 //                                       Counters: median step ms per mode, comm share of the
-//                                       blocking step, exposed comm, overlap (ReducerStats) and
-//                                       step / blocking step ratios (per round, median).
+//                                       blocking step, exposed comm, overlap (ReducerStats),
+//                                       step / blocking step ratios and <mode>_watchdog_vs_off
+//                                       (the watchdog's cost) (per round, median).
 //
 // Run (see bench/RESULTS.md):
 //   OMP_NUM_THREADS=1 mpiexec --allow-run-as-root --oversubscribe --bind-to none -n 2
@@ -64,6 +72,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -73,6 +82,7 @@
 #include "core/optim.h"
 #include "core/reducer.h"
 #include "core/rng.h"
+#include "core/watchdog.h"
 #include "kernels/gemm.h"
 
 namespace {
@@ -132,9 +142,14 @@ class NbcAlgorithm {
       h_ = MPI_T_CVAR_HANDLE_NULL;
       return;
     }
-    if (count == 1 && MPI_T_cvar_read(h_, &saved_) == MPI_SUCCESS && saved_ == 0 && algorithm != 0 &&
-        MPI_T_cvar_write(h_, &algorithm) == MPI_SUCCESS)
-      set_ = true;
+    ours_ = count == 1 && MPI_T_cvar_read(h_, &saved_) == MPI_SUCCESS && saved_ == 0;
+    if (algorithm != 0) set(algorithm);
+  }
+  // Switches the algorithm (when the environment left the variable to us); false otherwise.
+  bool set(int algorithm) {
+    if (!ours_ || MPI_T_cvar_write(h_, &algorithm) != MPI_SUCCESS) return false;
+    set_ = true;
+    return true;
   }
   ~NbcAlgorithm() {
     if (set_) MPI_T_cvar_write(h_, &saved_);
@@ -153,7 +168,7 @@ class NbcAlgorithm {
  private:
   MPI_T_cvar_handle h_ = MPI_T_CVAR_HANDLE_NULL;
   int saved_ = 0;
-  bool mpi_t_ = false, set_ = false;
+  bool mpi_t_ = false, ours_ = false, set_ = false;
 };
 
 std::string size_name(int64_t bytes) {
@@ -207,6 +222,67 @@ void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking, int nbc
   st.SetBytesProcessed(st.iterations() * bytes);
   st.counters["median_us"] = med * 1e6;
   st.counters["algbw_GBps"] = double(bytes) / med * 1e-9;
+  st.counters["ranks"] = world_size();
+}
+
+// ---- 1b. The same, finely interleaved ----------------------------------------------------------
+// This VM alternates between two speeds for seconds at a time, so benchmarks that time one
+// variant after another compare different machines. Here every iteration runs a short burst of
+// each variant back to back (rotating order): MPI_Allreduce and Iallreduce+Wait with libnbc's
+// binomial tree and rabenseifner, each in place (MPI_IN_PLACE, as the reducer runs it) and with
+// separate send and receive buffers (as IMB and OSU time it). Counters: <variant>_us, the
+// median over iterations of the burst's mean time per op, and <variant>_vs_allreduce, the
+// median of the per-iteration ratio to the in-place MPI_Allreduce burst of the same iteration.
+void bm_pairs(benchmark::State& st, int64_t bytes) {
+  NbcAlgorithm algorithm(0);
+  const int n = static_cast<int>(bytes / int64_t(sizeof(float)));
+  std::vector<float> buf(size_t(n), 0.0f), send(size_t(n), 0.0f), recv(size_t(n), 0.0f);
+  struct Variant {
+    const char* name;
+    bool nonblocking, in_place;
+    int nbc;
+  };
+  const Variant variants[] = {{"allreduce_inplace", false, true, 0},       {"allreduce_separate", false, false, 0},
+                              {"binomial_inplace", true, true, kBinomial},   {"binomial_separate", true, false, kBinomial},
+                              {"rabenseifner_inplace", true, true, kRabenseifner},
+                              {"rabenseifner_separate", true, false, kRabenseifner}};
+  constexpr int kVariants = 6;
+  const int burst = static_cast<int>(std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(bytes, 1), 1, 8));
+  auto run = [&](const Variant& v) {
+    if (v.nonblocking && !algorithm.set(v.nbc)) throw Error("bm_pairs: cannot set libnbc's algorithm through MPI_T");
+    const float* in = v.in_place ? static_cast<const float*>(MPI_IN_PLACE) : send.data();
+    float* out = v.in_place ? buf.data() : recv.data();
+    barrier();
+    const auto t0 = Clock::now();
+    for (int k = 0; k < burst; ++k) {
+      if (v.nonblocking) {
+        MPI_Request req;
+        HDDP_MPI(MPI_Iallreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+        HDDP_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      } else {
+        HDDP_MPI(MPI_Allreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+      }
+    }
+    return seconds(t0, Clock::now()) / burst;
+  };
+  for (const Variant& v : variants) run(v);  // warm-up
+  std::array<std::vector<double>, kVariants> t;
+  int64_t i = 0;
+  for (auto _ : st) {
+    for (int k = 0; k < kVariants; ++k) {
+      const int which = int((i + k) % kVariants);
+      t[which].push_back(max_over_ranks(run(variants[which])));  // the slowest rank's time
+    }
+    st.SetIterationTime(t[0].back());
+    ++i;
+  }
+  for (int v = 0; v < kVariants; ++v) {
+    std::vector<double> ratio;
+    for (size_t k = 0; k < t[v].size(); ++k) ratio.push_back(t[v][k] / t[0][k]);
+    st.counters[std::string(variants[v].name) + "_us"] = median(t[v]) * 1e6;
+    if (v > 0) st.counters[std::string(variants[v].name) + "_vs_allreduce"] = median(ratio);
+  }
+  st.counters["burst"] = burst;
   st.counters["ranks"] = world_size();
 }
 
@@ -427,14 +503,20 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
     bool ddp, overlap;
     Progress progress;
     int nbc;
+    bool watchdog = false;
   };
-  // The reducer's defaults (libnbc rabenseifner) and, for comparison, libnbc's binomial tree.
+  // The reducer's defaults (libnbc rabenseifner) and, for comparison, libnbc's binomial tree;
+  // the default mode and the blocking one again with the stall watchdog (poly_train's default,
+  // --timeout 300) waiting on the buckets. The other modes wait with MPI_Wait (--timeout 0).
   const Mode modes[] = {{"local", false, false, Progress::Test, kRabenseifner},
                         {"blocking", true, false, Progress::Test, kRabenseifner},
                         {"test", true, true, Progress::Test, kRabenseifner},
                         {"thread", true, true, Progress::Thread, kRabenseifner},
                         {"test_binomial", true, true, Progress::Test, kBinomial},
-                        {"thread_binomial", true, true, Progress::Thread, kBinomial}};
+                        {"thread_binomial", true, true, Progress::Thread, kBinomial},
+                        {"test_watchdog", true, true, Progress::Test, kRabenseifner, true},
+                        {"blocking_watchdog", true, false, Progress::Test, kRabenseifner, true}};
+  Watchdog watchdog(MPI_COMM_WORLD, WatchdogOptions{300});
   struct Runner {
     Mode mode;
     std::unique_ptr<Sequential<float>> model;
@@ -454,6 +536,7 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
       o.overlap = m.overlap;
       o.progress = m.progress;
       o.nbc_iallreduce_algorithm = m.nbc;
+      if (m.watchdog) o.watchdog = &watchdog;
       r.ddp = std::make_unique<DistributedModel>(MPI_COMM_WORLD, *r.model, o);
     }
     if (sgd) r.opt = std::make_unique<SGD<float>>(r.model->num_params(), SgdHyper{.lr = 1e-3});
@@ -508,6 +591,17 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
     st.counters[name + "_exposed_ms"] = median(r.exposed) * 1e3;
     st.counters[name + "_overlap_pct"] = 100.0 * median(r.overlap);
   }
+  // The watchdog's cost: its step over the same mode without it, per round, median.
+  auto runner = [&](const char* name) -> const Runner& {
+    return *std::find_if(runners.begin(), runners.end(), [&](const Runner& r) { return !std::strcmp(r.mode.name, name); });
+  };
+  for (const char* base : {"test", "blocking"}) {
+    const std::vector<double>& off = runner(base).step;
+    const std::vector<double>& on = runner((std::string(base) + "_watchdog").c_str()).step;
+    std::vector<double> ratio;
+    for (size_t k = 0; k < off.size(); ++k) ratio.push_back(on[k] / off[k]);
+    st.counters[std::string(base) + "_watchdog_vs_off"] = median(ratio);
+  }
   st.counters["comm_share_pct"] = 100.0 * median(share);
   st.counters["buckets"] = double(runners[1].ddp->reducer().buckets().size());
   st.counters["params"] = double(runners[0].model->num_params());
@@ -526,6 +620,31 @@ bool has_flag(int argc, char** argv, const char* prefix) {
   return false;
 }
 
+// Every registered name, for thread_level() below.
+std::vector<std::string> g_names;
+
+template <class F>
+benchmark::internal::Benchmark* reg(const std::string& name, F&& fn) {
+  g_names.push_back(name);
+  return benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(fn));
+}
+
+// The lowest MPI thread level the benchmarks selected by --benchmark_filter need: SERIALIZED
+// when one runs a progress thread (names with "thread", and every step/ benchmark, which runs
+// the thread modes), FUNNELED otherwise. The level has a cost of its own: SERIALIZED adds
+// 0.1-0.15 us to a small allreduce here (bench/RESULTS.md).
+int thread_level(int argc, char** argv) {
+  std::string filter = ".";  // Google Benchmark's default: everything
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--benchmark_filter=", 19) == 0) filter = argv[i] + 19;
+  const bool negative = !filter.empty() && filter[0] == '-';
+  const std::regex re(negative ? filter.substr(1) : filter);
+  for (const std::string& name : g_names)
+    if (std::regex_search(name, re) != negative && (name.find("thread") != std::string::npos || name.rfind("step/", 0) == 0))
+      return MPI_THREAD_SERIALIZED;
+  return MPI_THREAD_FUNNELED;
+}
+
 void register_all() {
   const int nbcs[] = {kBinomial, kRabenseifner};
   // 1. latency / bandwidth, 4 B ... 64 MiB in powers of 4: MPI_Allreduce, then
@@ -536,11 +655,17 @@ void register_all() {
       const int nbc = variant == 2 ? kRabenseifner : kBinomial;
       std::string name = std::string("allreduce/") + (nb ? "iallreduce_wait/" : "blocking/") + size_name(bytes);
       if (nb) name += std::string("/nbc:") + nbc_name(nbc);
-      benchmark::RegisterBenchmark(name.c_str(), [bytes, nb, nbc](benchmark::State& st) { bm_allreduce(st, bytes, nb, nbc); })
+      reg(name, [bytes, nb, nbc](benchmark::State& st) { bm_allreduce(st, bytes, nb, nbc); })
           ->Iterations(iterations_for(bytes, double(int64_t(1) << 28), 10, 50000))
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }
+  // 1b. the same, finely interleaved (in place and separate buffers), 4 B ... 64 MiB.
+  for (int64_t bytes = 4; bytes <= (int64_t(64) << 20); bytes *= 4)
+    reg("pairs/" + size_name(bytes), [bytes](benchmark::State& st) { bm_pairs(st, bytes); })
+        ->Iterations(iterations_for(bytes, double(int64_t(1) << 27), 12, 400))
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
   // 2. reducer overhead: its three modes with its default libnbc algorithm, and Progress::Test
   //    with libnbc's binomial tree.
   const struct {
@@ -556,7 +681,7 @@ void register_all() {
                         int64_t(16) << 20, int64_t(64) << 20})
     for (const auto& m : rmodes) {
       const std::string name = std::string("allreduce/reducer/") + m.name + "/" + size_name(bytes);
-      benchmark::RegisterBenchmark(name.c_str(), [bytes, m](benchmark::State& st) { bm_reducer(st, bytes, m.overlap, m.progress, m.nbc); })
+      reg(name, [bytes, m](benchmark::State& st) { bm_reducer(st, bytes, m.overlap, m.progress, m.nbc); })
           ->Iterations(iterations_for(bytes, double(int64_t(1) << 27), 10, 20000))
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
@@ -568,7 +693,7 @@ void register_all() {
     for (int nbc : nbcs)
       for (Strategy s : strategies) {
         const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes) + "/nbc:" + nbc_name(nbc);
-        benchmark::RegisterBenchmark(name.c_str(), [bytes, s, nbc](benchmark::State& st) { bm_overlap(st, bytes, s, nbc, 50); })
+        reg(name, [bytes, s, nbc](benchmark::State& st) { bm_overlap(st, bytes, s, nbc, 50); })
             ->Iterations(overlap_iters(bytes))
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
@@ -579,7 +704,7 @@ void register_all() {
         const int64_t bytes = int64_t(4) << 20;
         const std::string name = std::string("overlap/") + to_string(s) + "/" + size_name(bytes) + "/nbc:" +
                                  nbc_name(nbc) + "/poll_us:" + std::to_string(int(poll));
-        benchmark::RegisterBenchmark(name.c_str(), [bytes, s, nbc, poll](benchmark::State& st) { bm_overlap(st, bytes, s, nbc, poll); })
+        reg(name, [bytes, s, nbc, poll](benchmark::State& st) { bm_overlap(st, bytes, s, nbc, poll); })
             ->Iterations(overlap_iters(bytes))
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
@@ -589,7 +714,7 @@ void register_all() {
   for (int64_t batch : {256, 32, 8})
     for (int64_t cap_mib : {25, 4}) {
       const std::string name = "step/wide/b" + std::to_string(batch) + "/cap" + std::to_string(cap_mib) + "MiB";
-      benchmark::RegisterBenchmark(name.c_str(), [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20, false); })
+      reg(name, [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20, false); })
           ->Iterations(batch >= 256 ? 8 : batch >= 32 ? 20 : 30)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
@@ -597,7 +722,7 @@ void register_all() {
   for (int64_t cap_mib : {25, 4}) {
     const int64_t batch = 8;
     const std::string name = "step/wide/b" + std::to_string(batch) + "/cap" + std::to_string(cap_mib) + "MiB/sgd";
-    benchmark::RegisterBenchmark(name.c_str(), [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20, true); })
+    reg(name, [batch, cap_mib](benchmark::State& st) { bm_step(st, batch, cap_mib << 20, true); })
         ->Iterations(40)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
@@ -608,7 +733,8 @@ void register_all() {
 
 int main(int argc, char** argv) {
   try {
-    hddp::mpi::Env env(&argc, &argv, Reducer::required_thread_level(Progress::Thread));
+    register_all();
+    hddp::mpi::Env env(&argc, &argv, thread_level(argc, argv));
     if (env.size() > 1 && (has_flag(argc, argv, "--benchmark_enable_random_interleaving") ||
                            has_flag(argc, argv, "--benchmark_min_warmup_time")))
       throw Error("bench_allreduce: --benchmark_enable_random_interleaving and --benchmark_min_warmup_time "
@@ -621,7 +747,6 @@ int main(int argc, char** argv) {
                  args.end());
     int nargs = static_cast<int>(args.size());
     args.push_back(nullptr);
-    register_all();
     benchmark::Initialize(&nargs, args.data());
     if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;
     benchmark::AddCustomContext("mpi_ranks", std::to_string(env.size()));

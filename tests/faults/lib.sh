@@ -96,6 +96,18 @@ wait_rc() {
 # ranks_of PID: the poly_train processes under mpiexec PID (its direct children).
 ranks_of() { pgrep -P "$1" 2>/dev/null | tr '\n' ' '; }
 
+# none_left DIR SECONDS: waits until no process runs with `--out DIR` on its command line
+# (every run of a case has its own DIR; an exited rank's zombie has no command line any more);
+# false, naming what is left, if some still run after SECONDS. A state to wait for, not a sleep:
+# on a busy machine the last ranks may take a moment to die after mpiexec has exited.
+none_left() {
+  local dir=$1 secs=$2 t0=$SECONDS left
+  while left=$(pgrep -f -- "--out $dir( |$)" | tr '\n' ' ') && [ -n "$left" ]; do
+    [ $((SECONDS - t0)) -lt "$secs" ] || { echo "left behind: $left"; return 1; }
+    sleep 0.05
+  done
+}
+
 # now_ms: wall clock in milliseconds.
 now_ms() { date +%s%3N; }
 

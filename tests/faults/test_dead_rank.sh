@@ -10,17 +10,10 @@
 # Usage: test_dead_rank.sh <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir>
 source "$(dirname "$0")/lib.sh" "$@"
 
-# gone PIDS...: true when none of the processes runs any more (a zombie has ended: here
-# PID 1 may never reap the ranks that mpiexec left behind when it exited).
-gone() {
-  local p st
-  for p in "$@"; do
-    st=$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null) || continue
-    [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ] || return 1
-  done
-  return 0
-}
-
+# Why the margins hold on a busy machine: a dead rank is seen by its daemon at once (SIGCHLD),
+# and mpiexec's teardown is timed (2 x odls_base_sigkill_timeout, 1 s here), so the job ends in
+# ~2-3 s whatever the load; 30 s is the deadline for a hang, not a speed check. Leftover ranks
+# are waited for as a state (none_left), with 10 s to disappear.
 kill_case() {
   local name=$1 which=$2 d=$WORK/$1
   shift 2
@@ -38,8 +31,7 @@ kill_case() {
   ms=$(( $(now_ms) - t0 ))
   [ "$rc" -ne 0 ] || fail "$name: exit code 0 after a rank was killed"
   [ "$rc" -ne 124 ] || fail "$name: the job did not end within 30 s of kill -9"
-  sleep 0.2
-  gone "${ranks[@]}" || fail "$name: rank processes left behind: ${ranks[*]}"
+  none_left "$d" 10 || fail "$name: rank processes left behind"
   echo "  $name: kill -9 of process $victim -> mpiexec exit $rc after $ms ms"
 }
 
@@ -59,14 +51,12 @@ for r in 1 0; do
   "${MPI[@]}" -n 3 "$BIN" --no-plot --epochs 100000 --out "$d" --debug-throw "300:$r" >"$d/log" 2>"$d/log.err" &
   pid=$!
   BG_PIDS+=("$pid")
-  read -r -a ranks <<<"$(sleep 0.3; ranks_of "$pid")"
   wait_rc "$pid" 30; rc=$?
   ms=$(( $(now_ms) - t0 ))
   [ "$rc" -eq 1 ] || fail "throw on rank $r: exit code $rc, expected 1 (MPI_Abort with code 1)"
   grep -q "\[rank $r\] error: injected failure (--debug-throw) at epoch 300 on rank $r" "$d/log.err" \
     || fail "throw on rank $r: the rank's message is missing"
-  sleep 0.2
-  gone "${ranks[@]}" || fail "throw on rank $r: rank processes left behind"
+  none_left "$d" 10 || fail "throw on rank $r: rank processes left behind"
   [ -e "$d/eval.csv" ] && fail "throw on rank $r: outputs written"
   echo "  throw on rank $r: exit $rc after $ms ms (whole run)"
   pass "exception on rank $r"
