@@ -53,8 +53,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 // Answers a roll call from rank `to` with `mine`. The send buffers must live until MPI is done
-// with them, and the job ends soon after a roll call, so they are kept (a deque keeps their
-// addresses) and the sends are never waited on.
+// with them; roll calls are rare (a stall, a SIGCONT), so the buffers are simply kept (a deque
+// keeps their addresses) and the sends are never waited on.
 void reply(MPI_Comm comm, int to, const RankPosition& mine) {
   static std::deque<RankPosition> sent;
   sent.push_back(mine);
@@ -81,8 +81,9 @@ std::string stall_report(int me, const std::vector<char>& answered, const std::v
   if (missing.empty())
     s += "every rank answered the roll call, but the collective did not complete (an MPI or network fault?)";
   else
-    s += fmt("rank%s %s did not arrive or stopped responding (no answer to the roll call within %.1f s: stopped, hung, dead, or far behind)",
-             missing.size() > 1 ? "s" : "", rank_list(missing).c_str(), grace_s);
+    s += std::string(missing.size() > 1 ? "ranks " : "rank ") + rank_list(missing) +
+         fmt(" did not arrive or stopped responding (no answer to the roll call within %.1f s: stopped, hung, dead, "
+             "or far behind)", grace_s);
   for (int r : missing) s += fmt("\n  rank %d (node %s): no answer", r, node[r].c_str());
   // The ranks that answered, grouped by where they wait (rank `me` among them).
   std::vector<char> told(size, 0);
@@ -92,8 +93,8 @@ std::string stall_report(int me, const std::vector<char>& answered, const std::v
     for (int q = r; q < size; ++q)
       if (answered[q] && !told[q] && where[q].epoch == where[r].epoch && !std::strcmp(where[q].what, where[r].what))
         same.push_back(q), told[q] = 1;
-    s += fmt("\n  waiting for %s at epoch %lld: rank%s %s", where[r].what, static_cast<long long>(where[r].epoch),
-             same.size() > 1 ? "s" : "", rank_list(same).c_str());
+    s += fmt("\n  waiting for %s at epoch %lld: rank%s ", where[r].what, static_cast<long long>(where[r].epoch),
+             same.size() > 1 ? "s" : "") + rank_list(same);
   }
   return s;
 }

@@ -4,96 +4,108 @@
 #                              exit code 4, the report names the stopped rank, the checkpoint
 #                              written before is byte-identical afterwards, and --resume from it
 #                              ends bitwise where an uninterrupted run ends;
-#   stop-continue              a rank stopped for 2 s (< the timeout) and continued: the run
-#                              completes and its outputs equal an uninterrupted run's.
-# Why the margins hold on a loaded 2-core machine: every time here is a timer, not a race.
+#   stop-continue              a rank stopped for 2 s (< the timeout) and continued: training
+#                              goes on, and its state when stopped later by SIGUSR1 is bitwise
+#                              an uninterrupted run's of the same length.
+# Why the margins hold on a loaded 2-core machine: every duration here is a timer, not a race.
 # The waiting ranks spin in MPI_Test and read the clock; they declare the stall at the
 # timeout (5 s) and wait the roll call's grace (min(5 s, timeout)) for the stopped rank, which
 # cannot answer; then mpiexec's teardown takes 2 x odls_base_sigkill_timeout (Open MPI's default
-# 1 s: these runs use it, the graceful-stop grace of scripts/run.sh is for test_signals). That
-# is ~12 s of a 15 s bound (timeout + 10 s); the load only adds scheduling delays of
-# milliseconds to each step. The stopped rank is stopped right after a checkpoint appears, and
-# the next one is 100000 epochs (seconds) away, so no write is in flight when it stops.
+# 1 s; the 10 s grace of the Slurm job file is for test_signals). That is ~12 s of a 15 s bound
+# (timeout + 10 s); the load adds scheduling delays of milliseconds. Nothing depends on how
+# fast training runs (a step is ~20 us here when quiet and ~2.5 ms with two CPU hogs): the runs
+# are stopped at states (a progress line), and the stalled run writes no checkpoint during
+# training (its checkpoint comes from a run before it), so no write can be in flight.
 # Usage: test_stall.sh <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir>
 source "$(dirname "$0")/lib.sh" "$@"
 
 TIMEOUT=5
-EVERY=100000
-common=(--no-plot --log-every 20000 --timeout "$TIMEOUT")
+E0=2000  # epochs of the checkpoint the stalled runs resume from
+common=(--no-plot --log-every 1000 --timeout "$TIMEOUT")
 
-# reference DIR EPOCHS: an uninterrupted run of EPOCHS with the same settings.
-reference() {
-  mkdir -p "$1"
-  "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs "$2" --out "$1" --checkpoint "$1/ck" >"$1/log" 2>&1 \
-    || fail "reference run of $2 epochs exited $?"
+# train DIR EPOCHS [ARGS]: a run to its end, with a checkpoint.
+train() {
+  local dir=$1 epochs=$2
+  shift 2
+  mkdir -p "$dir"
+  "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs "$epochs" --out "$dir" --checkpoint "$dir/ck" "$@" >"$dir/log" 2>&1 \
+    || fail "run of $epochs epochs in $dir exited $?"
 }
 
-# stop_case NAME INDEX: rank INDEX stopped for good after the first checkpoint.
+# started DIR PID: waits for a progress line of the run in DIR; sets RANKS to its 3 ranks' PIDs.
+started() {
+  wait_for "$1/log" '^progress: epoch' 120 "$2" || { fail "$(basename "$1"): no progress line within 120 s"; return 1; }
+  read -r -a RANKS <<<"$(ranks_of "$2")"
+  [ "${#RANKS[@]}" -eq 3 ] || { fail "$(basename "$1"): expected 3 rank processes, found '${RANKS[*]}'"; return 1; }
+}
+
+train "$WORK/start" "$E0"
+train "$WORK/ref" $((E0 + 1000))
+
+# stop_case NAME INDEX: resume from the E0 checkpoint, stop rank INDEX for good.
 stop_case() {
   local name=$1 which=$2 d=$WORK/$1
   mkdir -p "$d/int" "$d/res"
-  bg "$d/int/log" "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs 10000000 --out "$d/int" \
-    --checkpoint "$d/int/ck" --checkpoint-every "$EVERY"
-  local pid=$BG t0=$SECONDS
-  until [ -f "$d/int/ck" ]; do
-    kill -0 "$pid" 2>/dev/null || { fail "$name: the run ended before its first checkpoint"; return; }
-    [ $((SECONDS - t0)) -lt 120 ] || { fail "$name: no checkpoint within 120 s"; return; }
-    sleep 0.01
-  done
-  local ranks victim
-  read -r -a ranks <<<"$(ranks_of "$pid")"
-  [ "${#ranks[@]}" -eq 3 ] || { fail "$name: expected 3 rank processes, found '${ranks[*]}'"; return; }
-  victim=${ranks[$which]}
+  cp "$WORK/start/ck" "$d/int/ck"
+  bg "$d/int/log" "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs 10000000 --out "$d/int" --checkpoint "$d/int/ck" --resume
+  local pid=$BG
+  started "$d/int" "$pid" || return
+  local victim=${RANKS[$which]}
   kill -STOP "$victim"
-  local ms0 rc ms
-  ms0=$(now_ms)
-  cp "$d/int/ck" "$d/snapshot"
+  local t0 rc ms
+  t0=$(now_ms)
   wait_rc "$pid" 60; rc=$?
-  ms=$(( $(now_ms) - ms0 ))
+  ms=$(( $(now_ms) - t0 ))
   kill -CONT "$victim" 2>/dev/null
   [ "$rc" -eq 4 ] || fail "$name: exit code $rc, expected 4 (stall)"
   [ "$ms" -lt $(( (TIMEOUT + 10) * 1000 )) ] || fail "$name: the job ended $ms ms after the stop (bound: timeout + 10 s)"
   grep -Eq "^stall: rank [0-9]+ \(node .*\) waited [0-9.]+ s \(timeout $TIMEOUT s\) for .* at epoch [0-9]+; rank $which did not arrive" "$d/int/log" \
     || fail "$name: no stall report naming rank $which"
-  grep -q "the last checkpoint '$d/int/ck' ($EVERY epochs) is kept: continue with --resume" "$d/int/log" \
+  grep -q "the last checkpoint '$d/int/ck' ($E0 epochs) is kept: continue with --resume" "$d/int/log" \
     || fail "$name: the report does not name the kept checkpoint"
-  cmp -s "$d/snapshot" "$d/int/ck" || fail "$name: the checkpoint changed after the stop"
+  cmp -s "$WORK/start/ck" "$d/int/ck" || fail "$name: the checkpoint changed"
   echo "  $name: kill -STOP of rank $which -> exit $rc after $ms ms"
-
   # Resume from it: bitwise the uninterrupted run.
-  local total=$((EVERY + 3000))
   cp "$d/int/ck" "$d/res/ck"
-  "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs "$total" --out "$d/res" --checkpoint "$d/res/ck" --resume \
+  "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs $((E0 + 1000)) --out "$d/res" --checkpoint "$d/res/ck" --resume \
     >"$d/res/log" 2>&1 || { fail "$name: resume exited $?"; return; }
-  grep -q "resumed from '$d/res/ck' at epoch $EVERY of $total" "$d/res/log" || fail "$name: no 'resumed from' line"
-  [ -d "$WORK/ref$total" ] || reference "$WORK/ref$total" "$total"
-  cmp -s "$d/res/ck" "$WORK/ref$total/ck" || fail "$name: final checkpoint differs from the uninterrupted run's"
-  cmp -s "$d/res/eval.csv" "$WORK/ref$total/eval.csv" || fail "$name: eval.csv differs from the uninterrupted run's"
-  cmp -s "$d/res/loss.csv" "$WORK/ref$total/loss.csv" || fail "$name: loss.csv differs from the uninterrupted run's"
+  grep -q "resumed from '$d/res/ck' at epoch $E0 of $((E0 + 1000))" "$d/res/log" || fail "$name: no 'resumed from' line"
+  cmp -s "$d/res/ck" "$WORK/ref/ck" || fail "$name: final checkpoint differs from the uninterrupted run's"
+  cmp -s "$d/res/eval.csv" "$WORK/ref/eval.csv" || fail "$name: eval.csv differs from the uninterrupted run's"
+  cmp -s "$d/res/loss.csv" "$WORK/ref/loss.csv" || fail "$name: loss.csv differs from the uninterrupted run's"
 }
 
-# A rank stopped for 2 s (well below the timeout; the others wait for it, then go on).
+# A rank stopped for 2 s (below the timeout; the others wait for it, then go on), then the
+# run stopped by SIGUSR1 at a later progress line: its checkpoint equals an uninterrupted run's
+# of the same length.
 continue_case() {
-  local d=$WORK/continue epochs=200000
+  local d=$WORK/continue
   mkdir -p "$d"
-  bg "$d/log" "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs "$epochs" --out "$d" --checkpoint "$d/ck"
+  bg "$d/log" "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs 10000000 --out "$d" --checkpoint "$d/ck"
   local pid=$BG
-  wait_for "$d/log" '^progress: epoch' 60 "$pid" || { fail "continue: no progress line"; return; }
-  local ranks
-  read -r -a ranks <<<"$(ranks_of "$pid")"
-  [ "${#ranks[@]}" -eq 3 ] || { fail "continue: expected 3 rank processes, found '${ranks[*]}'"; return; }
-  kill -STOP "${ranks[1]}"
-  sleep 2
-  kill -CONT "${ranks[1]}"
+  started "$d" "$pid" || return
+  kill -STOP "${RANKS[1]}"
+  sleep 2  # the stop's length: what this case is about (the timeout is 5 s)
+  kill -CONT "${RANKS[1]}"
+  local seen
+  seen=$(grep -c '^progress: epoch' "$d/log")
+  local t0=$SECONDS
+  until [ "$(grep -c '^progress: epoch' "$d/log")" -gt "$seen" ]; do
+    kill -0 "$pid" 2>/dev/null || { fail "continue: the run ended after the stop"; return; }
+    [ $((SECONDS - t0)) -lt 120 ] || { fail "continue: no progress within 120 s after the continue"; return; }
+    sleep 0.02
+  done
+  kill -USR1 "$pid"
   local rc
-  wait_rc "$pid" 120; rc=$?
-  [ "$rc" -eq 0 ] || { fail "continue: exit code $rc, expected 0"; return; }
+  wait_rc "$pid" 60; rc=$?
+  [ "$rc" -eq 75 ] || { fail "continue: exit code $rc, expected 75 (stopped by SIGUSR1)"; return; }
   grep -Eq "^stall:|\] stall:" "$d/log" && fail "continue: a stall was reported"
-  grep -q "training: $epochs epochs" "$d/log" || fail "continue: the run did not finish"
-  reference "$WORK/ref$epochs" "$epochs"
-  cmp -s "$d/ck" "$WORK/ref$epochs/ck" || fail "continue: final checkpoint differs from the uninterrupted run's"
-  cmp -s "$d/eval.csv" "$WORK/ref$epochs/eval.csv" || fail "continue: eval.csv differs from the uninterrupted run's"
-  cmp -s "$d/loss.csv" "$WORK/ref$epochs/loss.csv" || fail "continue: loss.csv differs from the uninterrupted run's"
+  local stop
+  stop=$(sed -En 's/^poly_train: SIGUSR1: all ranks stopped after ([0-9]+) of .*/\1/p' "$d/log")
+  [ -n "$stop" ] || { fail "continue: no stop message"; return; }
+  train "$WORK/ref$stop" "$stop"
+  cmp -s "$d/ck" "$WORK/ref$stop/ck" || fail "continue: the checkpoint at epoch $stop differs from an uninterrupted run's"
+  echo "  continue: stopped 2 s, trained on, checkpoint at epoch $stop equals the uninterrupted run's"
 }
 
 run_case "kill -STOP of the middle rank" stop_case stop-middle 1
