@@ -19,7 +19,7 @@ export OMP_NUM_THREADS=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(lscpu | grep -o 'avx512f\|avx2' | sort -u | tr '\n' ' ')"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores; $(lscpu | grep -o 'avx512f\|avx2' | sort -u | tr '\n' ' ')"
 echo
 echo "| ranks | us/step, --timeout 300 (median) | us/step, --timeout 0 (median) | ratio on/off (median of $PAIRS pairs) | range |"
 echo "|---|---|---|---|---|"
