@@ -9,6 +9,7 @@
 
 #include "core/ddp.h"
 #include "core/mpi_env.h"
+#include "tests/mpi/mpi_testing.h"
 #include "core/optim.h"
 #include "core/rng.h"
 
@@ -16,16 +17,8 @@ using namespace hddp;
 
 namespace {
 
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using hddp::testing::world_rank;
+using hddp::testing::world_size;
 
 std::vector<LayerSpec> mlp() { return {Linear(3, 16), Tanh(), Linear(16, 8), Tanh(), Linear(8, 2)}; }
 

@@ -10,22 +10,15 @@
 #include <vector>
 
 #include "core/mpi_env.h"
+#include "tests/mpi/mpi_testing.h"
 #include "core/watchdog.h"
 
 using namespace hddp;
 
 namespace {
 
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using hddp::testing::world_rank;
+using hddp::testing::world_size;
 
 // Sum of (rank + 1) * (i + 1) over the ranks, through the watchdog.
 void check_allreduce(Watchdog& wd, int n) {
