@@ -66,18 +66,14 @@ void reply(MPI_Comm comm, int to, const RankPosition& mine) {
 }  // namespace
 
 std::string stall_report(int me, const std::vector<char>& answered, const std::vector<RankPosition>& where,
-                         const std::vector<std::string>& node, double timeout_s, double grace_s, bool timed_out) {
+                         const std::vector<std::string>& node, double timeout_s, double grace_s) {
   const int size = static_cast<int>(answered.size());
   std::vector<int> missing;
   for (int r = 0; r < size; ++r)
     if (!answered[r]) missing.push_back(r);
   const RankPosition& mine = where[me];
-  std::string s =
-      timed_out ? fmt("stall: rank %d (node %s) waited %.1f s (timeout %g s) for %s at epoch %lld; ", me,
-                      node[me].c_str(), mine.waited_s, timeout_s, mine.what, static_cast<long long>(mine.epoch))
-                : fmt("stall: rank %d (node %s) was continued (SIGCONT; mpiexec sends one before it ends a job) "
-                      "while waiting for %s at epoch %lld, and asked the others; ", me, node[me].c_str(), mine.what,
-                      static_cast<long long>(mine.epoch));
+  std::string s = fmt("stall: rank %d (node %s) waited %.1f s (timeout %g s) for %s at epoch %lld; ", me,
+                      node[me].c_str(), mine.waited_s, timeout_s, mine.what, static_cast<long long>(mine.epoch));
   if (missing.empty())
     s += "every rank answered the roll call, but the collective did not complete (an MPI or network fault?)";
   else
@@ -155,12 +151,11 @@ void Watchdog::wait(MPI_Request* req, const char* what, int index) {
       const int continued = g_continued.load(std::memory_order_relaxed);
       if (continued != continued_seen_) {
         continued_seen_ = continued;
-        check_after_continue(mine);
+        check_after_continue();
         t0 = Clock::now();  // the time stopped is no waiting time
       } else {
         answer_roll_calls(mine);
         if (waited > opt_.timeout_s) {
-          mine.timed_out = 1;
           const RollCall rc = roll_call(mine);
           // Every rank answered: the collective should complete now. If it does, the delay
           // was this rank's own (descheduled past the timeout): not a stall.
@@ -170,7 +165,7 @@ void Watchdog::wait(MPI_Request* req, const char* what, int index) {
             answer_roll_calls(mine);
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
-          end_job(rc, mine, /*timed_out=*/true);
+          end_job(rc, mine);
         }
       }
     }
@@ -190,28 +185,17 @@ void Watchdog::answer_roll_calls(const RankPosition& mine) {
   }
 }
 
-void Watchdog::check_after_continue(RankPosition mine) {
-  // A roll call of a rank that timed out, already waiting for this one: the others timed out
-  // on it and have ended the job. (Other ranks continued too ask without a timeout.)
-  bool timed_out_on_us = false;
-  for (int asked = 1; asked && !timed_out_on_us;) {
-    MPI_Status st;
-    HDDP_MPI(MPI_Iprobe(MPI_ANY_SOURCE, kAsk, comm_, &asked, &st));
-    if (!asked) break;
-    RankPosition asker;
-    HDDP_MPI(MPI_Recv(&asker, sizeof asker, MPI_BYTE, st.MPI_SOURCE, kAsk, comm_, MPI_STATUS_IGNORE));
-    timed_out_on_us = asker.timed_out;
-    reply(comm_, st.MPI_SOURCE, mine);
-  }
-  if (!timed_out_on_us) {
-    mine.timed_out = 0;
-    const RollCall rc = roll_call(mine);
-    if (rc.count == size_) return;  // everyone is there: carry on
-    if (rc.count > 1) end_job(rc, mine, /*timed_out=*/false);
-  }
-  std::fprintf(stderr, "[rank %d] stall: this rank was stopped and continued, and the other ranks have ended the "
-               "job (they timed out on it, or do not answer within %.1f s); exiting (code %d)\n", rank_,
-               opt_.grace_s, opt_.exit_code);
+void Watchdog::check_after_continue() {
+  // A roll call waiting for this rank: another rank timed out on it while it was stopped and is
+  // ending the job. It leaves without answering, so that their report names it. (Missing
+  // answers are not asked for here: SIGCONT also comes from Slurm before SIGTERM and from
+  // suspend/resume, when a healthy peer may be computing or writing for longer than a grace.)
+  MPI_Status st;
+  int asked = 0;
+  HDDP_MPI(MPI_Iprobe(MPI_ANY_SOURCE, kAsk, comm_, &asked, &st));
+  if (!asked) return;
+  std::fprintf(stderr, "[rank %d] stall: this rank was stopped past the timeout; rank %d timed out waiting for it "
+               "and ends the job; exiting (code %d)\n", rank_, st.MPI_SOURCE, opt_.exit_code);
   std::fflush(stderr);
   std::_Exit(opt_.exit_code);
 }
@@ -246,19 +230,28 @@ Watchdog::RollCall Watchdog::roll_call(const RankPosition& mine) {
   return rc;
 }
 
-void Watchdog::end_job(const RollCall& rc, const RankPosition& mine, bool timed_out) {
-  // One report: the lowest rank that answered prints it and aborts the job. Every other rank
-  // that saw the stall exits at once (a second MPI_Abort would wait to be killed).
+void Watchdog::end_job(const RollCall& rc, RankPosition mine) {
+  // One report: the lowest rank that answered prints it and aborts the job. It may not have
+  // timed out yet (its wait began later), so the others keep answering roll calls while they
+  // wait for its abort - its roll call must find them - and report themselves if it does not
+  // come within the timeout and two graces (the reporter died too).
   const int reporter = static_cast<int>(std::find(rc.answered.begin(), rc.answered.end(), 1) - rc.answered.begin());
   std::fflush(stdout);
   if (rank_ != reporter) {
-    std::fprintf(stderr, "[rank %d] stall: ranks did not answer the roll call; rank %d reports\n", rank_, reporter);
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r)
+      if (!rc.answered[r]) missing.push_back(r);
+    std::fprintf(stderr, "[rank %d] stall: rank%s %s did not answer the roll call; rank %d reports\n", rank_,
+                 missing.size() > 1 ? "s" : "", rank_list(missing).c_str(), reporter);
     std::fflush(stderr);
-    std::_Exit(opt_.exit_code);
+    for (const auto t0 = Clock::now(); since(t0) < opt_.timeout_s + 2 * opt_.grace_s;) {
+      answer_roll_calls(mine);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   std::vector<RankPosition> where = rc.where;
   where[rank_] = mine;
-  std::string msg = stall_report(rank_, rc.answered, where, node_, opt_.timeout_s, opt_.grace_s, timed_out);
+  std::string msg = stall_report(rank_, rc.answered, where, node_, opt_.timeout_s, opt_.grace_s);
   msg += fmt("\n  ending the job (MPI_Abort, exit code %d)", opt_.exit_code);
   if (note_) msg += note_();
   std::fprintf(stderr, "%s\n", msg.c_str());

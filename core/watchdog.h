@@ -16,16 +16,18 @@
 //     waited. A stalled collective holds every live rank inside wait(), so they all answer
 //     within milliseconds; whoever has not answered within the grace did not arrive.
 //   - If every rank answered, the rank gives the collective one more grace to complete: the
-//     delay was then its own (it was stopped past the timeout and continued), not a stall.
+//     delay was then its own (descheduled past the timeout), not a stall.
+//   - Otherwise the lowest rank that answered prints the report (stall_report below) and calls
+//     MPI_Abort with the stall exit code; the other ranks that saw the stall print one line and
+//     wait for that abort (answering roll calls), and report and abort themselves if it does
+//     not come. Once a rank is missing from the roll call the job ends, even if the collective
+//     completes meanwhile: the outcome does not depend on timing.
 //   - A rank that was stopped and continued (SIGCONT, counted by a handler the watchdog
-//     installs when the program has none) does not count its time stopped as waiting, and
-//     checks at once, in its next wait, that its peers are still there: a roll call pending
-//     for it (they timed out on it) or no answers to its own mean the job has ended around it
-//     (mpiexec continues stopped ranks before it kills them), and it exits instead of lingering.
-//   - Otherwise the lowest rank that answered prints the report (stall_report below), and every
-//     rank that saw the stall calls MPI_Abort with the stall exit code at once.
-//     Once a rank is missing from the roll call the job ends, even if the collective completes
-//     meanwhile: the outcome does not depend on timing.
+//     installs when the program has none) does not count its time stopped as waiting. If a
+//     roll call is pending for it (only a timed-out wait sends one), the others timed out on
+//     it and are ending the job (mpiexec continues stopped ranks before it kills them): it
+//     exits without answering, so that their report names it. Otherwise nothing changes:
+//     SIGCONT also comes from Slurm before SIGTERM and from suspend/resume.
 // MPI calls are made by the thread that calls wait(), as every other reducer call
 // (MPI_THREAD_FUNNELED or SERIALIZED suffices).
 #include <mpi.h>
@@ -48,16 +50,14 @@ struct WatchdogOptions {
 struct RankPosition {
   int64_t epoch = -1;
   double waited_s = 0;
-  int32_t timed_out = 0;  // in an ask: the asker's wait timed out (not a check after SIGCONT)
   char what[64] = {0};  // "the allreduce of bucket 3"
 };
 
 // The report of a stall, as rank `me` of `size` prints it: `answered[r]` says whether rank r
 // answered the roll call, `where[r]` where it was then (rank me: its own stalled wait),
-// `node[r]` names each rank's node; timed_out false: the roll call followed a SIGCONT.
-// Pure, so it is unit-tested.
+// `node[r]` names each rank's node. Pure, so it is unit-tested.
 std::string stall_report(int me, const std::vector<char>& answered, const std::vector<RankPosition>& where,
-                         const std::vector<std::string>& node, double timeout_s, double grace_s, bool timed_out = true);
+                         const std::vector<std::string>& node, double timeout_s, double grace_s);
 
 class Watchdog {
  public:
@@ -89,10 +89,11 @@ class Watchdog {
   // Asks every other rank where it is; collects answers for up to the grace.
   RollCall roll_call(const RankPosition& mine);
   void answer_roll_calls(const RankPosition& mine);
-  // After a SIGCONT: returns if every rank answers; otherwise ends this process (report, exit).
-  void check_after_continue(RankPosition mine);
+  // After a SIGCONT: ends this process if a rank timed out waiting for it (its roll call is
+  // pending); otherwise returns.
+  void check_after_continue();
   // A stall: the lowest rank that answered prints the report and aborts; the others exit.
-  [[noreturn]] void end_job(const RollCall& rc, const RankPosition& mine, bool timed_out);
+  [[noreturn]] void end_job(const RollCall& rc, RankPosition mine);
 
   MPI_Comm parent_ = MPI_COMM_NULL;  // the job's communicator (MPI_Abort)
   MPI_Comm comm_ = MPI_COMM_NULL;    // private duplicate: roll calls never match the job's messages

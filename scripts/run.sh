@@ -15,11 +15,14 @@ mkdir -p "$OUT"
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" mpiexec -n 3 --oversubscribe --bind-to none \
   "$BUILD_DIR/drivers/poly_train" --out "$OUT" "$@" &
 mpiexec_pid=$!
-trap 'kill -USR1 "$mpiexec_pid" 2>/dev/null || true' TERM
-# A trap interrupts wait (status > 128) while mpiexec runs on: wait again.
+interrupted=0
+trap 'interrupted=1; kill -USR1 "$mpiexec_pid" 2>/dev/null || true' TERM
+# A trap interrupts wait (status > 128) while mpiexec runs on: wait again. (bash keeps a
+# finished job's status, so waiting again after it ended returns that status.)
 while :; do
-  rc=0
+  interrupted=0 rc=0
   wait "$mpiexec_pid" || rc=$?
-  kill -0 "$mpiexec_pid" 2>/dev/null || break
+  [ "$interrupted" -eq 1 ] && [ "$rc" -gt 128 ] && continue
+  break
 done
 exit "$rc"

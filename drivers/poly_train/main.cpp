@@ -400,15 +400,20 @@ int run(Env& env, const Options& o) {
     MPI_Request req;
     HDDP_MPI(MPI_Igather(data.state().data(), 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, env.comm(), &req));
     watchdog.wait(&req, "the checkpoint's gather of the RNG states");
-    saved_epoch = done;  // on every rank: a stall report names the checkpoint kept
-    if (rank != 0) return;
-    hddp::TrainState st;
-    st.epoch = done, st.world_size = size, st.identity = identity;
-    st.rng.resize(size);
-    for (int r = 0; r < size; ++r) std::copy(all.begin() + 4 * r, all.begin() + 4 * r + 4, st.rng[r].begin());
-    st.losses.reserve(size_t(size) * done);
-    for (int r = 0; r < size; ++r) st.losses.insert(st.losses.end(), history[r].begin(), history[r].begin() + done);
-    hddp::save_checkpoint(o.checkpoint, model.arena(), *opt, st);
+    if (rank == 0) {
+      hddp::TrainState st;
+      st.epoch = done, st.world_size = size, st.identity = identity;
+      st.rng.resize(size);
+      for (int r = 0; r < size; ++r) std::copy(all.begin() + 4 * r, all.begin() + 4 * r + 4, st.rng[r].begin());
+      st.losses.reserve(size_t(size) * done);
+      for (int r = 0; r < size; ++r) st.losses.insert(st.losses.end(), history[r].begin(), history[r].begin() + done);
+      hddp::save_checkpoint(o.checkpoint, model.arena(), *opt, st);
+    }
+    // Every rank learns that the file is written (a stall report, from any rank, names the
+    // checkpoint kept; a file system that hangs rank 0 here is a stall like any other).
+    HDDP_MPI(MPI_Ibarrier(env.comm(), &req));
+    watchdog.wait(&req, "rank 0's checkpoint write");
+    saved_epoch = done;
   };
   auto kept_checkpoint = [&] {
     if (o.checkpoint.empty()) return std::string(" (no --checkpoint)");

@@ -143,7 +143,10 @@ Options parse_options(int argc, const char* const* argv) {
   if (o.checkpoint_every < 0) fail("--checkpoint-every: must be >= 0, got " + std::to_string(o.checkpoint_every));
   if (o.check_every < 0 || o.check_every > kMaxEpochs)
     fail("--check-every: must be in [0, " + std::to_string(kMaxEpochs) + "] (0 = automatic), got " + std::to_string(o.check_every));
-  if (o.timeout < 0 || o.timeout > 1e7) fail("--timeout: must be in [0, 10000000] seconds (0 = off)");
+  // Below a second, a roll call's grace (min(5 s, timeout)) would be shorter than a busy
+  // machine's scheduling delays, and a healthy job could be taken for a stalled one.
+  if (o.timeout != 0 && (o.timeout < 1 || o.timeout > 1e7))
+    fail("--timeout: must be 0 (off) or in [1, 10000000] seconds");
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) fail("--checkpoint-every: needs --checkpoint FILE");
   if (o.resume && o.checkpoint.empty()) fail("--resume: needs --checkpoint FILE (the file to continue from)");
   return o;
@@ -207,7 +210,10 @@ std::string help_text(const char* prog) {
      << "                        ranks' agreement, a checkpoint gather) has waited this long, the\n"
      << "                        waiting ranks name the ranks that did not arrive (rank, node, epoch,\n"
      << "                        bucket) and the job ends with exit code 4; the last checkpoint is\n"
-     << "                        kept. 0 turns it off                                     [" << d.timeout << "]\n"
+     << "                        kept. 0 turns it off. With it, --no-overlap runs each bucket as\n"
+     << "                        MPI_Iallreduce (libnbc's rabenseifner) instead of MPI_Allreduce:\n"
+     << "                        with 3+ ranks the sums may round differently than with --timeout 0\n"
+     << "                                                                         [" << d.timeout << "]\n"
      << "  SIGTERM or SIGUSR1: every rank finishes its step, the ranks agree on the epoch, rank 0\n"
      << "  writes the checkpoint, all exit with 75. (mpiexec forwards SIGUSR1 to the ranks. On\n"
      << "  SIGTERM it sends them SIGCONT, waits odls_base_sigkill_timeout seconds, sends SIGTERM,\n"

@@ -3,9 +3,8 @@
 # exit code, and no rank left behind (no rank waits forever in the reducer).
 #   kill -9 of a middle rank, under each reducer mode (MPI_Test progress, progress thread,
 #   blocking allreduce), and of rank 0: Open MPI's mpiexec notices the dead rank and ends the
-#   job: it continues the others (SIGCONT), which makes their stall watchdog ask for the
-#   missing rank and name it, and SIGKILLs what is left 2 x odls_base_sigkill_timeout (1 s)
-#   later (measured here: ~2 s).
+#   job: SIGCONT, SIGTERM and SIGKILL to the others, odls_base_sigkill_timeout (1 s) apart
+#   (measured here: ~2 s). The stall watchdog (--timeout 300) never gets to act.
 #   --debug-throw: the throwing rank prints its message, then MPI_Abort ends every rank.
 # Usage: test_dead_rank.sh <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir>
 source "$(dirname "$0")/lib.sh" "$@"

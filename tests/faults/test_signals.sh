@@ -54,9 +54,13 @@ one_case() {
   else
     [ "$rc" -eq "$want" ] || fail "$name: exit code $rc, expected $want"
   fi
-  # TERM to mpiexec reaches the ranks `grace` s late; mpiexec SIGKILLs what is left `grace` s
-  # after that and exits: its sequence is timed, so 2 x grace + 5 s holds on any machine.
-  [ "$ms" -lt $(( (2 * grace + 5) * 1000)) ] || fail "$name: took $ms ms to stop (mpiexec's own sequence: $((2 * grace)) s)"
+  # TERM to mpiexec reaches the ranks `grace` s late and mpiexec SIGKILLs what is left `grace` s
+  # after that; any exit 75 also makes mpiexec run that timed sequence. The agreement and the
+  # checkpoint take well under a second even with two CPU hogs: 15 s, or 2 x grace + 5 s,
+  # holds on a busy machine and still catches a run that did not stop on the signal.
+  local bound=$((2 * grace + 5))
+  [ "$bound" -ge 15 ] || bound=15
+  [ "$ms" -lt $((bound * 1000)) ] || fail "$name: took $ms ms to stop (bound $bound s)"
   local msg stop
   msg=$(grep -E "^poly_train: SIG$sig: all ranks stopped after [0-9]+ of 10000000 epochs; checkpoint '.*' written" "$d/int/log")
   [ -n "$msg" ] || { fail "$name: no stop message"; return; }

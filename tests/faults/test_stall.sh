@@ -113,9 +113,11 @@ run_case "kill -STOP of rank 0" stop_case stop-rank0 0
 run_case "a rank stopped for 2 s and continued" continue_case
 
 # --timeout is validated like every option.
-out=$("$BIN" --timeout -1 2>&1); rc=$?
-[ "$rc" -eq 2 ] && grep -q "^poly_train: error: --timeout: must be in \[0, 10000000\] seconds" <<<"$out" \
-  || fail "--timeout -1: exit $rc: $out"
-pass "--timeout -1 refused"
+for bad in -1 0.5 1e8 x; do
+  out=$("$BIN" --timeout "$bad" 2>&1); rc=$?
+  [ "$rc" -eq 2 ] && grep -Eq "^poly_train: error: --timeout: (must be 0 \(off\) or in \[1, 10000000\] seconds|expected a number)" <<<"$out" \
+    || fail "--timeout $bad: exit $rc: $out"
+done
+pass "--timeout -1, 0.5, 1e8, x refused"
 
 finish
