@@ -5,12 +5,17 @@
 // write(). mpiexec, told to stop with SIGTERM, sleeps through odls_base_sigkill_timeout without
 // draining the ranks' stdout (a pty here: a few KiB) before it passes SIGTERM on; a terminal
 // paused with Ctrl-S does the same. A rank blocked in printf never reaches the step where it
-// notices the signal and checkpoints. So the per-epoch lines go through a LineLog: written
-// while the stream takes them (poll says writable, and at most 1 KiB at a time, less than a
-// pipe's or a pty's free space then), otherwise kept in memory (up to 1 MiB, then counted and
-// dropped) and written when the stream takes them again. flush() writes the rest, blocking:
-// call it when training is over. loss.csv holds every loss, whatever happens to these lines.
+// notices the signal and checkpoints. So the per-epoch lines go through a LineLog: written as
+// far as the stream takes them without waiting, through a second, non-blocking opening of the
+// same pipe or terminal (/proc/self/fd/N: O_NONBLOCK there leaves the program's own stdout
+// blocking), the rest kept in memory (up to 1 MiB, then counted and dropped) and written when
+// the stream takes it again. A regular file never blocks and is written directly; where the
+// second opening is refused (a socket), poll() decides, a chunk at a time. flush() writes the
+// rest, blocking: call it when training is over. loss.csv holds every loss, whatever happens
+// to these lines.
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,7 +28,17 @@ namespace hddp::drivers {
 
 class LineLog {
  public:
-  explicit LineLog(FILE* f) : f_(f) {}
+  explicit LineLog(FILE* f) : f_(f) {
+    struct stat st{};
+    if (fstat(fileno(f_), &st) == 0 && !S_ISREG(st.st_mode)) {
+      char path[64];
+      std::snprintf(path, sizeof path, "/proc/self/fd/%d", fileno(f_));
+      nb_fd_ = ::open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);  // -1: poll() instead
+    }
+  }
+  ~LineLog() {
+    if (nb_fd_ >= 0) ::close(nb_fd_);
+  }
   LineLog(const LineLog&) = delete;
   LineLog& operator=(const LineLog&) = delete;
 
@@ -63,11 +78,12 @@ class LineLog {
 
   void drain(bool block) {
     std::fflush(f_);  // whatever went through stdio first stays first
-    while (head_ < pending_.size() && (block || writable())) {
-      const size_t n = block ? pending_.size() - head_ : std::min(kChunk, pending_.size() - head_);
-      const ssize_t w = ::write(fileno(f_), pending_.data() + head_, n);
+    const bool nonblocking = !block && nb_fd_ >= 0;
+    while (head_ < pending_.size() && (block || nonblocking || writable())) {
+      const size_t n = block || nonblocking ? pending_.size() - head_ : std::min(kChunk, pending_.size() - head_);
+      const ssize_t w = ::write(nonblocking ? nb_fd_ : fileno(f_), pending_.data() + head_, n);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;  // closed or failing stream: the lines are lost either way
+      if (w <= 0) break;  // full (EAGAIN), closed or failing: kept, or lost either way
       head_ += size_t(w);
     }
     if (head_ == pending_.size() || head_ >= (size_t(64) << 10)) {
@@ -77,6 +93,7 @@ class LineLog {
   }
 
   FILE* f_;
+  int nb_fd_ = -1;  // the same stream opened again with O_NONBLOCK (pipes, terminals)
   std::string pending_;
   size_t head_ = 0;  // pending_[0, head_) is written
   long dropped_ = 0;
