@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "kernels/check.h"
 
@@ -22,6 +23,10 @@ void check(int rc, const char* call, const char* file, int line);
 #define HDDP_MPI(call) ::hddp::mpi::check((call), #call, __FILE__, __LINE__)
 
 const char* thread_level_name(int level);
+
+// "0, 2, 5-9": ascending ranks, runs of three or more as ranges (a message about 1024 ranks
+// stays one line).
+std::string rank_list(const std::vector<int>& ranks);
 
 class Env {
  public:

@@ -39,19 +39,6 @@ std::string fmt(const char* f, ...) {
   return buf;
 }
 
-// "0, 2, 5-9": ascending ranks, runs as ranges (a report stays short at 1024 ranks).
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]);
-    if (j > i) s += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return s;
-}
-
 // Answers a roll call from rank `to` with `mine`. The send buffers must live until MPI is done
 // with them; roll calls are rare (a stall, a SIGCONT), so the buffers are simply kept (a deque
 // keeps their addresses) and the sends are never waited on.
@@ -77,7 +64,7 @@ std::string stall_report(int me, const std::vector<char>& answered, const std::v
   if (missing.empty())
     s += "every rank answered the roll call, but the collective did not complete (an MPI or network fault?)";
   else
-    s += std::string(missing.size() > 1 ? "ranks " : "rank ") + rank_list(missing) +
+    s += std::string(missing.size() > 1 ? "ranks " : "rank ") + mpi::rank_list(missing) +
          fmt(" did not arrive or stopped responding (no answer to the roll call within %.1f s: stopped, hung, dead, "
              "or far behind)", grace_s);
   for (int r : missing) s += fmt("\n  rank %d (node %s): no answer", r, node[r].c_str());
@@ -90,7 +77,7 @@ std::string stall_report(int me, const std::vector<char>& answered, const std::v
       if (answered[q] && !told[q] && where[q].epoch == where[r].epoch && !std::strcmp(where[q].what, where[r].what))
         same.push_back(q), told[q] = 1;
     s += fmt("\n  waiting for %s at epoch %lld: rank%s ", where[r].what, static_cast<long long>(where[r].epoch),
-             same.size() > 1 ? "s" : "") + rank_list(same);
+             same.size() > 1 ? "s" : "") + mpi::rank_list(same);
   }
   return s;
 }
@@ -242,7 +229,7 @@ void Watchdog::end_job(const RollCall& rc, RankPosition mine) {
     for (int r = 0; r < size_; ++r)
       if (!rc.answered[r]) missing.push_back(r);
     std::fprintf(stderr, "[rank %d] stall: rank%s %s did not answer the roll call; rank %d reports\n", rank_,
-                 missing.size() > 1 ? "s" : "", rank_list(missing).c_str(), reporter);
+                 missing.size() > 1 ? "s" : "", mpi::rank_list(missing).c_str(), reporter);
     std::fflush(stderr);
     for (const auto t0 = Clock::now(); since(t0) < opt_.timeout_s + 2 * opt_.grace_s;) {
       answer_roll_calls(mine);

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/affinity.h"
 #include "core/bucket_autosize.h"
 #include "core/checkpoint.h"
 #include "core/ddp.h"
@@ -212,6 +213,17 @@ int run(Env& env, const Options& o) {
                      in == &o.inject_nan ? "inject-nan" : "throw", in->rank, size);
       return poly::kExitUsage;
     }
+
+  // Placement (core/affinity.h): where every rank's threads run. Rank 0 warns about ranks that
+  // take turns on the same cores (a step then runs hundreds of times slower), and prints the
+  // whole report with --report-affinity.
+  const std::vector<hddp::RankPlacement> placement = hddp::gather_placement(env.comm());
+  if (rank == 0) {
+    if (o.report_affinity)
+      for (const hddp::RankPlacement& p : placement) std::printf("affinity: %s\n", hddp::describe(p, size).c_str());
+    std::fflush(stdout);
+    for (const std::string& w : hddp::placement_warnings(placement)) std::fprintf(stderr, "poly_train: warning: %s\n", w.c_str());
+  }
 
   // Scalers to [-1, 1]: x fitted on linspace(-3, 10, 32), y on f of those points.
   const std::vector<double> xs = poly::linspace(poly::kXMin, poly::kXMax, poly::kEvalPoints);
@@ -630,6 +642,12 @@ int run(Env& env, const Options& o) {
     }
     std::printf("buckets: %zu, %lld bytes of gradients per step, %s, progress %s\n", ddp.reducer().buckets().size(),
                 (long long)rs.bytes_per_step, o.overlap ? "overlapped" : "blocking", o.progress.c_str());
+    std::string where;
+    for (const hddp::RankPlacement& p : placement)
+      where += (where.empty() ? "" : "; ") + ("rank " + std::to_string(p.rank) + " on " + p.node + " CPUs " +
+                                              hddp::cpu_list(p.thread_cpus()) + " (" + std::to_string(p.threads.size()) +
+                                              (p.threads.size() == 1 ? " thread)" : " threads)"));
+    std::printf("placement: %s\n", where.c_str());
   }
   if (o.plot) {
     if (!hddp::gnuplot::available()) {

@@ -116,6 +116,7 @@ Options parse_options(int argc, const char* const* argv) {
     else if (arg == "--gemm") o.gemm = one_of(arg, val(), {"blocked", "openblas", "naive"});
     else if (arg == "--trace") o.trace = val();
     else if (arg == "--stats") flag_only(), o.stats = true;
+    else if (arg == "--report-affinity") flag_only(), o.report_affinity = true;
     else if (arg == "--checkpoint") {
       o.checkpoint = val();
       if (o.checkpoint.empty()) fail("--checkpoint: must not be empty");
@@ -178,7 +179,11 @@ std::string help_text(const char* prog) {
      << "  --log-every N         loss line every N epochs                         [" << d.log_every << "]\n"
      << "  --out DIR             directory for errors.pdf, eval.csv, loss.csv     [" << d.out << "]\n"
      << "  --plot / --no-plot    draw errors.pdf with gnuplot                     [plot]\n"
-     << "  --stats               print the reducer's timings and overlap at the end\n"
+     << "  --stats               print the reducer's timings, overlap and placement at the end\n"
+     << "  --report-affinity     print, at start, where every rank runs: host, Slurm node, the CPUs\n"
+     << "                        it may use and the CPU of each OpenMP thread. (Whether or not it\n"
+     << "                        is given, rank 0 warns when ranks on one host are pinned to the\n"
+     << "                        same cores, or a rank has more threads than CPUs.)\n"
      << "  --trace FILE          write a Chrome-trace timeline (all ranks) to FILE\n"
      << "Parallelism:\n"
      << "  --threads N           OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK,\n"

@@ -36,6 +36,7 @@ struct Options {
   std::string gemm;                    // empty: HDDP_GEMM or blocked
   std::string trace;                   // Chrome-trace JSON path ("" = off)
   bool stats = false;
+  bool report_affinity = false;        // print every rank's placement at start (core/affinity.h)
   bool help = false;
 
   // Faults: checkpoint/resume, signals, non-finite values (README "Faults"; --help).
