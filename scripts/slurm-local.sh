@@ -152,8 +152,21 @@ KillWait=30
 MinJobAge=300
 NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((PORT + 1))-$last CPUs=16 RealMemory=65536 State=UNKNOWN
 PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+TaskProlog=$d/task-prolog.sh
 EOF
   : >"$d/plugstack.conf"
+  # The emulated nodes share this host's cores, and Open MPI, seeing the ranks on different
+  # nodes, busy-polls in every rank: an idle rank would hold a core another node's rank needs
+  # (36 ms per tutorial step instead of ~0.2 ms, issue 17). On separate machines each rank has
+  # its own cores; here an idle rank yields its core instead (mpi_yield_when_idle), which
+  # restores that as far as one host can. Set for this emulated cluster only, in every task's
+  # environment (TaskProlog: its "export NAME=VALUE" lines), unless the job chose a value.
+  cat >"$d/task-prolog.sh" <<'PROLOG'
+#!/bin/sh
+# scripts/slurm-local.sh: emulated nodes share one host's cores (see slurm/README.md).
+[ -n "${OMPI_MCA_mpi_yield_when_idle:-}" ] || echo "export OMPI_MCA_mpi_yield_when_idle=1"
+PROLOG
+  chmod 0755 "$d/task-prolog.sh"
 }
 
 write_state() {  # $1: dir

@@ -3,7 +3,13 @@
 #   1. the unmodified slurm/run.sbatch (threads reduced through the environment) exits 0, its
 #      log shows ranks 0..2 of 3 on the distinct Slurm nodes n1, n2, n3, and errors.pdf is a
 #      valid, non-empty PDF;
-#   2. a job asking for more nodes than exist is refused at submission with a clear message.
+#      The job's affinity report (--report-affinity) has one line per rank with its CPU set, the
+#      job file says how it placed the ranks (unbound: the emulated nodes share this host), and
+#      no placement warning is printed. Its step time is printed beside plain mpiexec's (not
+#      asserted: speed lives in bench/RESULTS.md);
+#   2. two ranks on one node (sbatch -N 1 -n 2 -c 1): each on its own core - the two ranks
+#      report different CPUs, no warning;
+#   3. a job asking for more nodes than exist is refused at submission with a clear message.
 # Everything (Slurm state, job output) stays under BUILD_DIR/tests/slurm-local; Slurm is
 # brought down on any exit.
 #
@@ -24,6 +30,10 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77
 fi
 [ -x "$bin" ] || { echo "FAIL: $bin is missing" >&2; exit 1; }
+if [ "$(env -u OMP_NUM_THREADS nproc)" -lt 2 ]; then
+  echo "SKIP: needs 2 CPUs (case 2 gives two ranks a core each)"
+  exit 77
+fi
 
 work="$build/tests/slurm-local"
 export HDDP_SLURM_DIR="$work/slurm"
@@ -65,7 +75,7 @@ log "up: SLURM_CONF=$SLURM_CONF"
 export OMP_NUM_THREADS=1 HDDP_BIN="$bin"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cd "$work/out"
-job="$(sbatch --parsable "$repo/slurm/run.sbatch" --epochs 200)" || fail "sbatch refused slurm/run.sbatch"
+job="$(sbatch --parsable "$repo/slurm/run.sbatch" --epochs 200 --report-affinity)" || fail "sbatch refused slurm/run.sbatch"
 job="${job%%;*}"
 job_log="$work/out/hddp-poly-$job.out"
 log "submitted job $job (log $job_log)"
@@ -83,6 +93,26 @@ nodes="$(grep -oE 'rank [0-9]+/3 on node [^ ]+' "$job_log" | awk '{print $5}' | 
 [ "$nodes" = "n1 n2 n3 " ] || fail "expected the three ranks on nodes n1 n2 n3, got '${nodes}'"
 log "ranks 0 1 2 on nodes $nodes"
 
+# The affinity report: ranks 0-2 on n1-n3, each with its CPU set; the job file's placement line.
+for r in 0 1 2; do
+  grep -qE "^affinity: rank $r/3 on node n$((r + 1)) \(host [^)]*\): CPUs [0-9][0-9,-]* of [0-9]+; 1 OpenMP thread: t0 on CPU [0-9]+ \(may use [0-9,-]+\)$" "$job_log" \
+    || fail "no affinity report line for rank $r on n$((r + 1)): $(grep '^affinity:' "$job_log")"
+done
+grep -q "^placement: the job's nodes share one host (emulated nodes): ranks are not bound" "$job_log" \
+  || fail "the job file did not say how it placed the ranks: $(grep '^placement' "$job_log")"
+! grep -q 'warning' "$job_log" || fail "unexpected warning: $(grep warning "$job_log")"
+log "affinity report: $(grep -c '^affinity:' "$job_log") lines, placement unbound (emulated nodes share this host), no warning"
+
+# The step time beside plain mpiexec's on this host (information, not a check).
+step_us() { sed -n 's/^training: .*(\([0-9.]*\) us\/step).*/\1/p' "$1"; }
+mkdir -p "$work/plain"
+timeout 120 mpiexec -n 3 --oversubscribe --bind-to none "$bin" --epochs 200 --no-plot --out "$work/plain" \
+  >"$work/plain/log" 2>&1 || fail "plain mpiexec -n 3 failed: $(tail -3 "$work/plain/log")"
+timeout 120 mpiexec -n 3 --oversubscribe --bind-to none --mca btl self,tcp "$bin" --epochs 200 --no-plot \
+  --out "$work/plain" >"$work/plain/tcp.log" 2>&1 || fail "plain mpiexec -n 3 over TCP failed: $(tail -3 "$work/plain/tcp.log")"
+log "step time: Slurm job $(step_us "$job_log") us, plain mpiexec $(step_us "$work/plain/log") us," \
+    "plain mpiexec over TCP $(step_us "$work/plain/tcp.log") us (200 epochs each; bench/RESULTS.md has the measurement)"
+
 pdf="$work/out/errors.pdf"
 [ -s "$pdf" ] || fail "$pdf is missing or empty"
 [ "$(head -c 4 "$pdf")" = "%PDF" ] || fail "$pdf does not start with %PDF"
@@ -91,7 +121,26 @@ if command -v pdfinfo >/dev/null; then
 fi
 log "errors.pdf ok ($(stat -c %s "$pdf") bytes)"
 
-# ---- 2. more nodes than exist: refused at submission (EnforcePartLimits=ALL) -------------
+# ---- 2. two ranks on one node: each on its own core ---------------------------------------
+mkdir -p "$work/out2"
+cd "$work/out2"
+job="$(sbatch --parsable -N 1 -n 2 -c 1 "$repo/slurm/run.sbatch" --epochs 200 --report-affinity --no-plot)" \
+  || fail "sbatch -N 1 -n 2 -c 1 refused slurm/run.sbatch"
+job="${job%%;*}"
+job_log="$work/out2/hddp-poly-$job.out"
+rc=0
+bash "$slurm_local" wait "$job" 180 || rc=$?
+[ "$rc" -eq 0 ] || fail "job $job (-N 1 -n 2 -c 1) exited with $rc"
+may_use() { sed -n "s/^affinity: rank $1\/2 on node n1 .* t0 on CPU [0-9]* (may use \([0-9,-]*\))$/\1/p" "$job_log"; }
+a="$(may_use 0)" b="$(may_use 1)"
+[[ "$a" =~ ^[0-9]+$ && "$b" =~ ^[0-9]+$ && "$a" != "$b" ]] \
+  || fail "-N 1 -n 2 -c 1: expected ranks 0 and 1 on node n1 on two different single CPUs, got '$a' and '$b'"
+grep -q '^placement: each rank on its own 1 core(s)' "$job_log" || fail "-N 1 -n 2 -c 1: placement line: $(grep '^placement' "$job_log")"
+! grep -q 'warning' "$job_log" || fail "-N 1 -n 2 -c 1: unexpected warning: $(grep warning "$job_log")"
+log "-N 1 -n 2 -c 1: rank 0 on CPU $a, rank 1 on CPU $b, no warning"
+job_log=""
+
+# ---- 3. more nodes than exist: refused at submission (EnforcePartLimits=ALL) -------------
 # (-n 4 -c 1: with the file's -n 3, sbatch itself would shrink -N 4 to 3 nodes; with -c 16 the
 # refusal would be about processors, not nodes.)
 if out="$(sbatch --parsable -N 4 -n 4 -c 1 "$repo/slurm/run.sbatch" 2>&1)"; then

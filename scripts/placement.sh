@@ -1,0 +1,63 @@
+# Rank and thread placement for mpiexec (sourced by scripts/run.sh, slurm/run.sbatch and
+# slurm/scaling.sbatch; slurm/README.md, "Placement"). Rule: each rank owns a disjoint set of
+# cores (its share: Slurm's -c), and its OpenMP threads are placed inside that set.
+#
+#   hddp_place RANKS_PER_NODE CPUS_PER_RANK CPUS_HERE NODES_SHARE_HOST
+#
+# sets HDDP_PLACE (an array of mpiexec options) and HDDP_PLACE_WHY (one line for the log), and
+# exports or unsets OMP_PLACES / OMP_PROC_BIND to match:
+#   cores: mpiexec --map-by slot:PE=<CPUS_PER_RANK> --bind-to core gives every rank its own
+#          cores, and OMP_PLACES=cores OMP_PROC_BIND=close puts its threads on them, one per
+#          core (libgomp builds the places from the rank's mask, so the threads stay inside it).
+#   none:  mpiexec --bind-to none, OMP_PLACES / OMP_PROC_BIND unset: the kernel schedules every
+#          thread anywhere. Chosen when the ranks' shares do not fit the CPUs here (the ranks
+#          would be stacked on the same cores), and when the job's nodes share one host (the
+#          local Slurm's emulated nodes: mpiexec places each node's ranks without knowing the
+#          others', so every node's first rank would get the same first core).
+# HDDP_PLACEMENT=auto (default) | cores | none forces one. Returns 2 on a bad value.
+hddp_place() {
+  local per_node="$1" cpus="$2" here="$3" shared="$4" mode="${HDDP_PLACEMENT:-auto}"
+  HDDP_PLACE=() HDDP_PLACE_WHY=""
+  case "$mode" in
+    auto)
+      if [ "$shared" -eq 1 ]; then
+        mode=none HDDP_PLACE_WHY="the job's nodes share one host (emulated nodes): ranks are not bound, the kernel spreads them"
+      elif [ $((per_node * cpus)) -gt "$here" ]; then
+        mode=none HDDP_PLACE_WHY="$per_node rank(s) x $cpus CPU(s) do not fit the $here CPU(s) here: ranks are not bound, the kernel spreads them"
+      else
+        mode=cores HDDP_PLACE_WHY="each rank on its own $cpus core(s) (of $here here), OpenMP threads one per core inside them"
+      fi ;;
+    cores) HDDP_PLACE_WHY="each rank on its own $cpus core(s) (HDDP_PLACEMENT=cores)" ;;
+    none) HDDP_PLACE_WHY="ranks not bound (HDDP_PLACEMENT=none)" ;;
+    *) echo "error: HDDP_PLACEMENT=$mode: expected auto, cores or none" >&2; return 2 ;;
+  esac
+  if [ "$mode" = cores ]; then
+    HDDP_PLACE=(--map-by "slot:PE=$cpus" --bind-to core)
+    export OMP_PLACES=cores OMP_PROC_BIND=close
+  else
+    HDDP_PLACE=(--bind-to none)
+    unset OMP_PLACES OMP_PROC_BIND
+  fi
+  HDDP_PLACE_WHY="placement: $HDDP_PLACE_WHY (mpiexec ${HDDP_PLACE[*]}; OMP_PLACES=${OMP_PLACES:-unset} OMP_PROC_BIND=${OMP_PROC_BIND:-unset})"
+}
+
+# Under Slurm: the most tasks any node of the job runs ("2(x3),1" -> 2).
+hddp_slurm_tasks_per_node() {
+  local m=0 e n es
+  IFS=, read -ra es <<<"${SLURM_TASKS_PER_NODE:-1}"
+  for e in "${es[@]}"; do
+    n="${e%%(*}"
+    [ "$n" -gt "$m" ] && m="$n"
+  done
+  echo "$m"
+}
+
+# Under Slurm: 1 when two of the job's nodes are the same host (NodeHostName), else 0.
+hddp_slurm_nodes_share_host() {
+  local hosts
+  hosts="$(scontrol -o show node "${SLURM_JOB_NODELIST:-}" 2>/dev/null | grep -o 'NodeHostName=[^ ]*' | sort || true)"
+  if [ -n "$hosts" ] && [ "$(uniq <<<"$hosts" | wc -l)" -lt "$(wc -l <<<"$hosts")" ]; then echo 1; else echo 0; fi
+}
+
+# The CPUs this process may use (GNU nproc alone would answer OMP_NUM_THREADS when it is set).
+hddp_cpus_here() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
