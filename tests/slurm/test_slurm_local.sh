@@ -14,8 +14,8 @@
 # brought down on any exit.
 #
 # Usage: test_slurm_local.sh REPO_ROOT BUILD_DIR [POLY_TRAIN]
-#   POLY_TRAIN defaults to $HDDP_BIN, then BUILD_DIR/drivers/poly_train. While the driver did
-#   not exist: HDDP_BIN=tests/slurm/fake_poly_train.sh tests/slurm/test_slurm_local.sh . build
+#   POLY_TRAIN defaults to $HDDP_BIN, then BUILD_DIR/drivers/poly_train. HDDP_SLURM_PORT
+#   (default 17100) moves the cluster's ports.
 set -euo pipefail
 
 [ $# -ge 2 ] || { echo "usage: $0 REPO_ROOT BUILD_DIR [POLY_TRAIN]" >&2; exit 2; }
