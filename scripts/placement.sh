@@ -5,7 +5,7 @@
 #   hddp_place RANKS_PER_NODE CPUS_PER_RANK CPUS_HERE NODES_SHARE_HOST
 #
 # sets HDDP_PLACE (an array of mpiexec options) and HDDP_PLACE_WHY (one line for the log), and
-# exports or unsets OMP_PLACES / OMP_PROC_BIND to match:
+# exports or unsets OMP_PLACES / OMP_PROC_BIND to match (and OMPI_MCA_btl where nodes share a host):
 #   cores: mpiexec --map-by slot:PE=<CPUS_PER_RANK> --bind-to core gives every rank its own
 #          cores, and OMP_PLACES=cores OMP_PROC_BIND=close puts its threads on them, one per
 #          core (libgomp builds the places from the rank's mask, so the threads stay inside it).
@@ -13,7 +13,8 @@
 #          thread anywhere. Chosen when the ranks' shares do not fit the CPUs here (the ranks
 #          would be stacked on the same cores), and when the job's nodes share one host (the
 #          local Slurm's emulated nodes: mpiexec places each node's ranks without knowing the
-#          others', so every node's first rank would get the same first core).
+#          others', so every node's first rank would get the same first core). There, Open
+#          MPI's shared-memory transport is also turned off (below).
 # HDDP_PLACEMENT=auto (default) | cores | none forces one. Returns 2 on a bad value.
 hddp_place() {
   local per_node="$1" cpus="$2" here="$3" shared="$4" mode="${HDDP_PLACEMENT:-auto}"
@@ -37,6 +38,15 @@ hddp_place() {
   else
     HDDP_PLACE=(--bind-to none)
     unset OMP_PLACES OMP_PROC_BIND
+  fi
+  # Nodes that share a host also share its /dev/shm, where Open MPI's shared-memory transport
+  # (vader) names its segments by host name and local rank: with two ranks per emulated node,
+  # local rank 0 of n1 and of n2 open the same segment and the job hangs in its first
+  # collective. Between such nodes the ranks talk TCP anyway; within one, TCP too.
+  # (Exported, so that every mpiexec of the job sees it; a value the job set is kept.)
+  if [ "$shared" -eq 1 ] && [ -z "${OMPI_MCA_btl:-}" ]; then
+    export OMPI_MCA_btl='^vader'
+    HDDP_PLACE_WHY="$HDDP_PLACE_WHY; OMPI_MCA_btl=^vader: no shared-memory transport, its segment names would collide between the nodes"
   fi
   HDDP_PLACE_WHY="placement: $HDDP_PLACE_WHY (mpiexec ${HDDP_PLACE[*]}; OMP_PLACES=${OMP_PLACES:-unset} OMP_PROC_BIND=${OMP_PROC_BIND:-unset})"
 }

@@ -8,7 +8,7 @@
 #      no placement warning is printed. Its step time is printed beside plain mpiexec's (not
 #      asserted: speed lives in bench/RESULTS.md);
 #   2. two ranks on one node (sbatch -N 1 -n 2 -c 1): each on its own core - the two ranks
-#      report different CPUs, no warning;
+#      report different CPUs, no warning; two ranks on each of the 3 nodes run to the end;
 #   3. a job asking for more nodes than exist is refused at submission with a clear message.
 # Everything (Slurm state, job output) stays under BUILD_DIR/tests/slurm-local; Slurm is
 # brought down on any exit.
@@ -138,6 +138,22 @@ a="$(may_use 0)" b="$(may_use 1)"
 grep -q '^placement: each rank on its own 1 core(s)' "$job_log" || fail "-N 1 -n 2 -c 1: placement line: $(grep '^placement' "$job_log")"
 ! grep -q 'warning' "$job_log" || fail "-N 1 -n 2 -c 1: unexpected warning: $(grep warning "$job_log")"
 log "-N 1 -n 2 -c 1: rank 0 on CPU $a, rank 1 on CPU $b, no warning"
+job_log=""
+
+# ---- 2b. two ranks on each of the 3 nodes: runs (the emulated nodes share /dev/shm, where
+# Open MPI's shared-memory segment names would collide: the job file turns that transport off)
+mkdir -p "$work/out3"
+cd "$work/out3"
+job="$(sbatch --parsable -N 3 -n 6 --ntasks-per-node=2 -c 1 "$repo/slurm/run.sbatch" --epochs 100 --report-affinity --no-plot)" \
+  || fail "sbatch -N 3 -n 6 -c 1 refused slurm/run.sbatch"
+job="${job%%;*}"
+job_log="$work/out3/hddp-poly-$job.out"
+rc=0
+bash "$slurm_local" wait "$job" 180 || rc=$?
+[ "$rc" -eq 0 ] || fail "job $job (-N 3 -n 6 -c 1) exited with $rc"
+per_node="$(grep -oE '^affinity: rank [0-5]/6 on node n[1-3] ' "$job_log" | awk '{print $6}' | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')"
+[ "$per_node" = "n1=2 n2=2 n3=2 " ] || fail "-N 3 -n 6 -c 1: expected two ranks on each of n1 n2 n3, got '$per_node'"
+log "-N 3 -n 6 -c 1: $per_node"
 job_log=""
 
 # ---- 3. more nodes than exist: refused at submission (EnforcePartLimits=ALL) -------------
