@@ -69,7 +69,7 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+med() { tr ' ' '\n' | grep -v '^$' | grep -v nan | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) CPUs; $(lscpu | grep -o 'avx512f\|avx2' | sort -u | tr '\n' ' ')"
 echo "$EPOCHS epochs of the tutorial, OMP_NUM_THREADS=1, median of $ROUNDS interleaved rounds"
 echo
@@ -78,6 +78,9 @@ echo "|---|---|---|"
 for c in "${cases[@]}"; do
   IFS='|' read -r name how runner <<<"$c"
   vals=${got[$name]}
-  lo=$(tr ' ' '\n' <<<"$vals" | grep -v '^$' | sort -g | head -1) hi=$(tr ' ' '\n' <<<"$vals" | grep -v '^$' | sort -g | tail -1)
-  printf '| %s | %s µs | %s-%s |\n' "$how" "$(med <<<"$vals")" "$lo" "$hi"
+  ok=$(tr ' ' '\n' <<<"$vals" | grep -v '^$' | grep -v nan | sort -g || true)
+  failed=$(tr ' ' '\n' <<<"$vals" | grep -c nan || true)
+  if [ -z "$ok" ]; then printf '| %s | failed | %s of %s rounds failed |\n' "$how" "$failed" "$ROUNDS"; continue; fi
+  printf '| %s | %s µs | %s-%s%s |\n' "$how" "$(med <<<"$vals")" "$(head -1 <<<"$ok")" "$(tail -1 <<<"$ok")" \
+    "$([ "$failed" -gt 0 ] && echo " ($failed of $ROUNDS rounds failed)")"
 done

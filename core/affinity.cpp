@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -32,10 +33,10 @@ std::vector<int> merge(const std::vector<int>& a, const std::vector<int>& b) {
 }
 
 // Gather encoding, one rank per string (host names hold no tab, CPU lists no ':' or ';'):
-//   rank \t host \t node \t host_cpus \t cpus \t thread:cpu:allowed;thread:cpu:allowed...
+//   rank \t host \t node \t usable_cpus \t cpus \t thread:cpu:allowed;thread:cpu:allowed...
 std::string encode(const RankPlacement& p) {
   std::ostringstream s;
-  s << p.rank << '\t' << p.host << '\t' << p.node << '\t' << p.host_cpus << '\t' << cpu_list(p.cpus) << '\t';
+  s << p.rank << '\t' << p.host << '\t' << p.node << '\t' << p.usable_cpus << '\t' << cpu_list(p.cpus) << '\t';
   for (size_t i = 0; i < p.threads.size(); ++i)
     s << (i ? ";" : "") << p.threads[i].thread << ':' << p.threads[i].cpu << ':' << cpu_list(p.threads[i].allowed);
   return s.str();
@@ -53,7 +54,7 @@ RankPlacement decode(const std::string& s) {
   const std::vector<std::string> f = split(s, '\t');
   HDDP_CHECK(f.size() == 6, "gather_placement: malformed record '" + s + "'");
   RankPlacement p;
-  p.rank = std::stoi(f[0]), p.host = f[1], p.node = f[2], p.host_cpus = std::stoi(f[3]);
+  p.rank = std::stoi(f[0]), p.host = f[1], p.node = f[2], p.usable_cpus = std::stoi(f[3]);
   p.cpus = parse_cpu_list(f[4]);
   if (!f[5].empty())
     for (const std::string& t : split(f[5], ';')) {
@@ -62,6 +63,43 @@ RankPlacement decode(const std::string& s) {
       p.threads.push_back({std::stoi(g[0]), std::stoi(g[1]), parse_cpu_list(g[2])});
     }
   return p;
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// The CPUs this process's cpuset allows: the cgroup's (v2: cpuset.cpus.effective; v1:
+// cpuset.effective_cpus), else the host's online CPUs. taskset, Open MPI and OpenMP restrict a
+// process within this set; a container or a Slurm job's cgroup restricts the set itself.
+std::vector<int> usable_cpu_list() {
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string file;
+    if (controllers.empty()) file = "/sys/fs/cgroup" + path + "/cpuset.cpus.effective";
+    else if (("," + controllers + ",").find(",cpuset,") != std::string::npos)
+      file = "/sys/fs/cgroup/cpuset" + path + "/cpuset.effective_cpus";
+    else continue;
+    try {
+      const std::vector<int> cpus = parse_cpu_list(read_line(file));
+      if (!cpus.empty()) return cpus;
+    } catch (const Error&) {
+    }
+  }
+  try {
+    const std::vector<int> online = parse_cpu_list(read_line("/sys/devices/system/cpu/online"));
+    if (!online.empty()) return online;
+  } catch (const Error&) {
+  }
+  std::vector<int> all;
+  for (int c = 0; c < int(sysconf(_SC_NPROCESSORS_ONLN)); ++c) all.push_back(c);
+  return all;
 }
 
 std::string plural(size_t n, const char* one, const char* many) {
@@ -115,7 +153,7 @@ RankPlacement sample_placement(int rank) {
   p.host = host;
   const char* node = std::getenv("SLURMD_NODENAME");
   p.node = node && *node ? node : p.host;
-  p.host_cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
+  p.usable_cpus = int(usable_cpu_list().size());
   // The rank's CPUs: with OMP_PROC_BIND, libgomp has already bound this (initial) thread to one
   // place at start-up, so its mask is no longer the rank's; the places, built from the mask the
   // rank was started with, still cover all of it.
@@ -130,7 +168,10 @@ RankPlacement sample_placement(int rank) {
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0) p.cpus = mask_cpus(set);
   }
+  // One entry per thread of the team the program's parallel regions get; the team can come out
+  // smaller than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT), so the entries are trimmed to it.
   p.threads.resize(static_cast<size_t>(omp_get_max_threads()));
+  int team = 0;
 #pragma omp parallel num_threads(static_cast<int>(p.threads.size()))
   {
     ThreadPlacement t;
@@ -139,8 +180,11 @@ RankPlacement sample_placement(int rank) {
     cpu_set_t set;
     CPU_ZERO(&set);
     if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0) t.allowed = mask_cpus(set);
-    if (t.thread < int(p.threads.size())) p.threads[static_cast<size_t>(t.thread)] = t;
+    p.threads[static_cast<size_t>(t.thread)] = t;  // each thread its own element
+#pragma omp single
+    team = omp_get_num_threads();
   }
+  p.threads.resize(static_cast<size_t>(team));
   return p;
 }
 
@@ -166,7 +210,7 @@ std::vector<RankPlacement> gather_placement(MPI_Comm comm, int root) {
 std::string describe(const RankPlacement& p, int size) {
   std::ostringstream s;
   s << "rank " << p.rank << "/" << size << " on node " << p.node << " (host " << p.host << "): CPUs "
-    << cpu_list(p.cpus) << " of " << p.host_cpus << "; " << plural(p.threads.size(), "OpenMP thread", "OpenMP threads")
+    << cpu_list(p.cpus) << " of " << p.usable_cpus << "; " << plural(p.threads.size(), "OpenMP thread", "OpenMP threads")
     << ":";
   for (const ThreadPlacement& t : p.threads)
     s << " t" << t.thread << " on CPU " << t.cpu << " (may use " << cpu_list(t.allowed) << ")";
@@ -176,7 +220,9 @@ std::string describe(const RankPlacement& p, int size) {
 std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ranks) {
   static const char* kFix =
       "give each rank its own cores: mpiexec --map-by slot:PE=<threads per rank> --bind-to core with "
-      "OMP_PLACES=cores OMP_PROC_BIND=close (slurm/run.sbatch does this; slurm/README.md, \"Placement\")";
+      "OMP_PLACES=cores OMP_PROC_BIND=close (slurm/run.sbatch does this; slurm/README.md, \"Placement\"); where "
+      "ranks x threads exceed the CPUs, leave the ranks unbound (mpiexec --bind-to none, OMP_PLACES and "
+      "OMP_PROC_BIND unset)";
   std::vector<std::string> out;
 
   // A rank with more threads than CPUs: its own threads take turns. One message for all such
@@ -196,11 +242,12 @@ std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ra
                   "CPUs per rank (Slurm: -c / --cpus-per-task), or " + kFix);
   }
 
-  // Ranks on one host whose pinned threads overlap: join overlapping ranks into groups (union
-  // find over pairs; a host holds few ranks) and warn for each group with more threads than
-  // CPUs. Ranks free to use the whole host are left to the kernel's scheduler.
+  // Pinned ranks on one host whose CPUs overlap: join them into groups (union find over pairs;
+  // a host holds few ranks) and warn for each group with more threads than CPUs. Ranks free to
+  // use every usable CPU are left to the kernel's scheduler.
   std::map<std::string, std::vector<const RankPlacement*>> by_host;
-  for (const RankPlacement& p : ranks) by_host[p.host].push_back(&p);
+  for (const RankPlacement& p : ranks)
+    if (p.pinned()) by_host[p.host].push_back(&p);
   for (const auto& [host, on] : by_host) {
     std::vector<std::vector<int>> cpus;
     for (const RankPlacement* p : on) cpus.push_back(p->thread_cpus());
@@ -220,16 +267,14 @@ std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ra
     for (size_t i = 0; i < on.size(); ++i) members[find(i)].push_back(i);
     for (const auto& [root, m] : members) {
       if (m.size() < 2) continue;
-      bool pinned = false;
       size_t threads = 0;
       std::vector<int> shared, rank_ids;
       for (size_t i : m) {
-        pinned = pinned || on[i]->pinned();
         threads += on[i]->threads.size();
         shared = merge(shared, cpus[i]);
         rank_ids.push_back(on[i]->rank);
       }
-      if (!pinned || threads <= shared.size()) continue;
+      if (threads <= shared.size()) continue;
       std::sort(rank_ids.begin(), rank_ids.end());
       std::string each;
       for (size_t i : m) {

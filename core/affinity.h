@@ -28,15 +28,16 @@ struct RankPlacement {
   int rank = 0;
   std::string host;          // gethostname(): ranks with the same host share its CPUs
   std::string node;          // Slurm's node name ($SLURMD_NODENAME), else the host name
-  int host_cpus = 0;         // CPUs online on the host
+  int usable_cpus = 0;       // CPUs the rank's cpuset allows (a container's, a Slurm job's
+                             // cgroup), else the host's online CPUs: what no binding restricts
   std::vector<int> cpus;     // the CPUs the rank may use: the union of its OpenMP places, or
                              // its affinity mask when OpenMP does not bind; ascending
   std::vector<ThreadPlacement> threads;  // one per thread of an OpenMP team of the default size
 
   std::vector<int> thread_cpus() const;  // union of the threads' allowed CPUs, ascending
-  // True when the threads may not use every CPU of the host (Open MPI, Slurm, taskset or
-  // OpenMP restricted them): then the kernel cannot move them off a busy core.
-  bool pinned() const { return int(thread_cpus().size()) < host_cpus; }
+  // True when the threads may not use every usable CPU (Open MPI, srun, taskset or OpenMP bound
+  // them): then the kernel cannot move them off a busy core.
+  bool pinned() const { return int(thread_cpus().size()) < usable_cpus; }
 };
 
 // This process, as rank `rank`: runs one OpenMP parallel region of omp_get_max_threads()
@@ -51,10 +52,10 @@ std::string describe(const RankPlacement& p, int size);
 
 // Problems with a placement, one message each, empty when there are none:
 //   - a rank runs more OpenMP threads than it has CPUs (its threads take turns);
-//   - ranks on the same host whose threads are pinned to overlapping CPUs, with more threads
-//     among them than those CPUs (they take turns). Ranks whose threads may use the whole host
-//     are not pinned: the kernel spreads them (3 ranks on 2 cores under plain mpiexec is a
-//     choice, not a placement error).
+//   - pinned ranks on the same host whose CPUs overlap, with more threads among them than
+//     those CPUs (they take turns). Ranks whose threads may use every usable CPU are not
+//     pinned and take no part: the kernel spreads them (3 ranks on 2 cores under plain mpiexec
+//     is a choice, not a placement error).
 // Each message names the ranks, the host and the CPUs, and says what to change.
 std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ranks);
 

@@ -9,6 +9,7 @@
 #   cores: mpiexec --map-by slot:PE=<CPUS_PER_RANK> --bind-to core gives every rank its own
 #          cores, and OMP_PLACES=cores OMP_PROC_BIND=close puts its threads on them, one per
 #          core (libgomp builds the places from the rank's mask, so the threads stay inside it).
+#          With SMT, the same in hardware threads (--use-hwthread-cpus, OMP_PLACES=threads).
 #   none:  mpiexec --bind-to none, OMP_PLACES / OMP_PROC_BIND unset: the kernel schedules every
 #          thread anywhere. Chosen when the ranks' shares do not fit the CPUs here (the ranks
 #          would be stacked on the same cores), and when the job's nodes share one host (the
@@ -32,7 +33,13 @@ hddp_place() {
     none) HDDP_PLACE_WHY="ranks not bound (HDDP_PLACEMENT=none)" ;;
     *) echo "error: HDDP_PLACEMENT=$mode: expected auto, cores or none" >&2; return 2 ;;
   esac
-  if [ "$mode" = cores ]; then
+  if [ "$mode" = cores ] && [ "$(hddp_smt)" -eq 1 ]; then
+    # SMT: a CPU (Slurm's -c, nproc) is a hardware thread, and PE must count those too, or
+    # Open MPI would look for -c whole cores in a share of -c/2. (Flags checked on a machine
+    # without SMT, where hardware threads are cores; not measured on an SMT node.)
+    HDDP_PLACE=(--use-hwthread-cpus --map-by "slot:PE=$cpus" --bind-to hwthread)
+    export OMP_PLACES=threads OMP_PROC_BIND=close
+  elif [ "$mode" = cores ]; then
     HDDP_PLACE=(--map-by "slot:PE=$cpus" --bind-to core)
     export OMP_PLACES=cores OMP_PROC_BIND=close
   else
@@ -43,7 +50,8 @@ hddp_place() {
   # (vader) names its segments by host name and local rank: with two ranks per emulated node,
   # local rank 0 of n1 and of n2 open the same segment and the job hangs in its first
   # collective. Between such nodes the ranks talk TCP anyway; within one, TCP too.
-  # (Exported, so that every mpiexec of the job sees it; a value the job set is kept.)
+  # (Exported, so that every mpiexec of the job sees it; a value the job set is kept. It concerns
+  # Open MPI's ob1 transports, which Debian's Open MPI uses; a site's UCX PML has its own.)
   if [ "$shared" -eq 1 ] && [ -z "${OMPI_MCA_btl:-}" ]; then
     export OMPI_MCA_btl='^vader'
     HDDP_PLACE_WHY="$HDDP_PLACE_WHY; OMPI_MCA_btl=^vader: no shared-memory transport, its segment names would collide between the nodes"
@@ -69,5 +77,14 @@ hddp_slurm_nodes_share_host() {
   if [ -n "$hosts" ] && [ "$(uniq <<<"$hosts" | wc -l)" -lt "$(wc -l <<<"$hosts")" ]; then echo 1; else echo 0; fi
 }
 
-# The CPUs this process may use (GNU nproc alone would answer OMP_NUM_THREADS when it is set).
+# The CPUs (hardware threads) this process may use (GNU nproc alone would answer
+# OMP_NUM_THREADS when it is set).
 hddp_cpus_here() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
+
+# 1 when this host's online CPUs are hardware threads of fewer cores (SMT, hyper-threading).
+hddp_smt() {
+  local cpus cores
+  cpus="$(lscpu -p=CPU 2>/dev/null | grep -vc '^#' || true)"
+  cores="$(lscpu -p=CORE,SOCKET 2>/dev/null | grep -v '^#' | sort -u | wc -l || true)"
+  if [ "${cpus:-0}" -gt "${cores:-0}" ] && [ "${cores:-0}" -gt 0 ]; then echo 1; else echo 0; fi
+}

@@ -11,13 +11,19 @@ source "$(dirname "$0")/common.sh"
 hddp_build
 OUT="${HDDP_OUT:-$PWD/out}"
 mkdir -p "$OUT"
-# 3 ranks share this machine's cores: one OpenMP thread each unless told otherwise. Placement
-# (scripts/placement.sh): each rank on its own cores when 3 x threads fit this machine; else
-# (e.g. 2 cores) unbound, and mpiexec may start more ranks than cores (--oversubscribe also makes
-# Open MPI's idle ranks yield their core).
+# 3 ranks share this machine's cores: one OpenMP thread each unless told otherwise
+# (OMP_NUM_THREADS, or poly_train's --threads). Placement (scripts/placement.sh): each rank on
+# its own cores when 3 x threads fit this machine; else (e.g. 2 cores) unbound, and mpiexec may
+# start more ranks than cores (--oversubscribe; Open MPI then makes idle ranks yield their core).
 source "$HDDP_ROOT/scripts/placement.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-hddp_place 3 "$OMP_NUM_THREADS" "$(hddp_cpus_here)" 0 || exit 2
+threads="$OMP_NUM_THREADS" prev=""
+for a in "$@"; do
+  case "$a" in --threads=*) threads="${a#--threads=}" ;; *) [ "$prev" = --threads ] && threads="$a" ;; esac
+  prev="$a"
+done
+[[ "$threads" =~ ^[1-9][0-9]*$ ]] || threads="$OMP_NUM_THREADS"   # poly_train reports a bad value
+hddp_place 3 "$threads" "$(hddp_cpus_here)" 0 || exit 2
 [ "${HDDP_PLACE[1]}" = none ] && HDDP_PLACE+=(--oversubscribe)
 echo "$HDDP_PLACE_WHY"
 mpiexec -n 3 "${HDDP_PLACE[@]}" "$BUILD_DIR/drivers/poly_train" --out "$OUT" "$@" &

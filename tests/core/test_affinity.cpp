@@ -17,9 +17,9 @@ using namespace hddp;
 namespace {
 
 // Rank `rank` on `host` (16 CPUs) with one thread per entry of `masks`.
-RankPlacement rank_on(int rank, const std::string& host, const std::vector<std::vector<int>>& masks, int host_cpus = 16) {
+RankPlacement rank_on(int rank, const std::string& host, const std::vector<std::vector<int>>& masks, int usable_cpus = 16) {
   RankPlacement p;
-  p.rank = rank, p.host = host, p.node = host, p.host_cpus = host_cpus;
+  p.rank = rank, p.host = host, p.node = host, p.usable_cpus = usable_cpus;
   for (size_t t = 0; t < masks.size(); ++t) {
     p.threads.push_back({int(t), masks[t].front(), masks[t]});
   }
@@ -88,6 +88,23 @@ TEST(PlacementWarnings, OverlapIsTransitiveAndPerHost) {
   EXPECT_EQ(w[1].rfind("ranks 3, 4 on host b", 0), 0u) << w[1];
 }
 
+TEST(PlacementWarnings, AnUnpinnedRankDoesNotHideAConflict) {
+  // Ranks 0 and 2 pinned to CPU 0; rank 1 free on all 16 CPUs: still 2 threads on CPU 0.
+  const std::vector<RankPlacement> r = {rank_on(0, "a", {{0}}), rank_on(1, "a", {range(0, 15)}), rank_on(2, "a", {{0}})};
+  const std::vector<std::string> w = placement_warnings(r);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("ranks 0, 2 on host a are pinned to overlapping CPUs (rank 0 on CPUs 0, rank 2 on CPUs 0)", 0), 0u)
+      << w[0];
+}
+
+TEST(PlacementWarnings, UnboundInsideACpusetIsNotPinned) {
+  // A container or Slurm job cgroup of CPUs 4-5 on a bigger host: 3 unbound ranks, each free on
+  // both usable CPUs, are left to the kernel, as on a 2-CPU machine.
+  std::vector<RankPlacement> r;
+  for (int k = 0; k < 3; ++k) r.push_back(rank_on(k, "a", {{4, 5}}, 2));
+  EXPECT_TRUE(placement_warnings(r).empty());
+}
+
 TEST(PlacementWarnings, SharedCpusWithRoomForEveryThreadAreFine) {
   // Two unbound ranks inside a job's 8-CPU cpuset on a 16-CPU node, 2 threads each: the
   // kernel spreads 4 threads over 8 CPUs.
@@ -130,7 +147,7 @@ TEST(Placement, SampleSeesThisProcess) {
   const RankPlacement p = sample_placement(7);
   EXPECT_EQ(p.rank, 7);
   EXPECT_FALSE(p.host.empty());
-  EXPECT_GE(p.host_cpus, 1);
+  EXPECT_GE(p.usable_cpus, 1);
   ASSERT_EQ(p.threads.size(), 3u);
   ASSERT_FALSE(p.cpus.empty());
   for (size_t t = 0; t < p.threads.size(); ++t) {
