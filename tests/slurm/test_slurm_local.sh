@@ -121,16 +121,23 @@ if command -v pdfinfo >/dev/null; then
 fi
 log "errors.pdf ok ($(stat -c %s "$pdf") bytes)"
 
+# run_job DIR SBATCH_ARGS... -- POLY_TRAIN_ARGS...: submits slurm/run.sbatch from DIR, waits,
+# fails unless it exits 0; sets job_log.
+run_job() {
+  local dir=$1 sb=() rc=0; shift
+  while [ "$1" != -- ]; do sb+=("$1"); shift; done
+  shift
+  mkdir -p "$dir"
+  job="$(cd "$dir" && sbatch --parsable "${sb[@]}" "$repo/slurm/run.sbatch" "$@")" \
+    || fail "sbatch ${sb[*]} refused slurm/run.sbatch"
+  job="${job%%;*}"
+  job_log="$dir/hddp-poly-$job.out"
+  bash "$slurm_local" wait "$job" 180 || rc=$?
+  [ "$rc" -eq 0 ] || fail "job $job (${sb[*]}) exited with $rc"
+}
+
 # ---- 2. two ranks on one node: each on its own core ---------------------------------------
-mkdir -p "$work/out2"
-cd "$work/out2"
-job="$(sbatch --parsable -N 1 -n 2 -c 1 "$repo/slurm/run.sbatch" --epochs 200 --report-affinity --no-plot)" \
-  || fail "sbatch -N 1 -n 2 -c 1 refused slurm/run.sbatch"
-job="${job%%;*}"
-job_log="$work/out2/hddp-poly-$job.out"
-rc=0
-bash "$slurm_local" wait "$job" 180 || rc=$?
-[ "$rc" -eq 0 ] || fail "job $job (-N 1 -n 2 -c 1) exited with $rc"
+run_job "$work/out2" -N 1 -n 2 -c 1 -- --epochs 200 --report-affinity --no-plot
 may_use() { sed -n "s/^affinity: rank $1\/2 on node n1 .* t0 on CPU [0-9]* (may use \([0-9,-]*\))$/\1/p" "$job_log"; }
 a="$(may_use 0)" b="$(may_use 1)"
 [[ "$a" =~ ^[0-9]+$ && "$b" =~ ^[0-9]+$ && "$a" != "$b" ]] \
@@ -142,20 +149,13 @@ job_log=""
 
 # ---- 2b. two ranks on each of the 3 nodes: runs (the emulated nodes share /dev/shm, where
 # Open MPI's shared-memory segment names would collide: the job file turns that transport off)
-mkdir -p "$work/out3"
-cd "$work/out3"
-job="$(sbatch --parsable -N 3 -n 6 --ntasks-per-node=2 -c 1 "$repo/slurm/run.sbatch" --epochs 100 --report-affinity --no-plot)" \
-  || fail "sbatch -N 3 -n 6 -c 1 refused slurm/run.sbatch"
-job="${job%%;*}"
-job_log="$work/out3/hddp-poly-$job.out"
-rc=0
-bash "$slurm_local" wait "$job" 180 || rc=$?
-[ "$rc" -eq 0 ] || fail "job $job (-N 3 -n 6 -c 1) exited with $rc"
+run_job "$work/out3" -N 3 -n 6 --ntasks-per-node=2 -c 1 -- --epochs 100 --report-affinity --no-plot
 per_node="$(grep -oE '^affinity: rank [0-5]/6 on node n[1-3] ' "$job_log" | awk '{print $6}' | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')"
-[ "$per_node" = "n1=2 n2=2 n3=2 " ] || fail "-N 3 -n 6 -c 1: expected two ranks on each of n1 n2 n3, got '$per_node'"
-log "-N 3 -n 6 -c 1: $per_node"
+[ "$per_node" = "n1=2 n2=2 n3=2 " ] || fail "-N 3 -n 6 --ntasks-per-node=2 -c 1: expected two ranks on each of n1 n2 n3, got '$per_node'"
+log "-N 3 -n 6 --ntasks-per-node=2 -c 1: $per_node"
 job_log=""
 
+cd "$work/out"
 # ---- 3. more nodes than exist: refused at submission (EnforcePartLimits=ALL) -------------
 # (-n 4 -c 1: with the file's -n 3, sbatch itself would shrink -N 4 to 3 nodes; with -c 16 the
 # refusal would be about processors, not nodes.)
