@@ -50,6 +50,7 @@ cases=(
   "mpi3|\`mpiexec -n 3 --oversubscribe\` on the host (scripts/run.sh's way), shared memory|mpi_case mpi3 -n 3 --oversubscribe --bind-to none"
   "mpi3tcp|same, TCP between ranks (\`--mca btl self,tcp\`)|mpi_case mpi3tcp -n 3 --oversubscribe --bind-to none --mca btl self,tcp"
   "job3|**\`sbatch slurm/run.sbatch\`**: 3 nodes x 1 rank (\`-N 3 -n 3 -c 16\`)|job_case job3 --"
+  "job3nockpt|same, checkpoint at the end only (\`HDDP_CHECKPOINT_EVERY=0\`; the job file writes one every 100 epochs)|job_case job3nockpt HDDP_CHECKPOINT_EVERY=0 --"
   "job3noyield|same, without the emulated cluster's yield (\`OMPI_MCA_mpi_yield_when_idle=0\`)|job_case job3noyield OMPI_MCA_mpi_yield_when_idle=0 --"
   "mpi2|\`mpiexec -n 2\` on the host, each rank on its own core (\`--map-by slot:PE=1 --bind-to core\`)|mpi_case mpi2 -n 2 --map-by slot:PE=1 --bind-to core -x OMP_PLACES=cores -x OMP_PROC_BIND=close"
   "mpi2bad|\`mpiexec -n 2 --bind-to none\` with \`OMP_PLACES=cores OMP_PROC_BIND=close\` (the old job file's placement)|mpi_case mpi2bad -n 2 --bind-to none -x OMP_PLACES=cores -x OMP_PROC_BIND=close"
