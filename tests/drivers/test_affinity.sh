@@ -49,12 +49,14 @@ if run bad -n 2 --bind-to none -x 'OMP_PLACES={0}' -x OMP_PROC_BIND=true --; the
   pass "both ranks pinned to CPU 0: rank 0 warns, naming ranks 0 and 1"
 fi
 
-# 2. each rank on its own core
-if run good -n 2 --map-by slot:PE=1 --bind-to core -x OMP_PLACES=cores -x OMP_PROC_BIND=close --; then
+# 2. each rank on its own core (and --stats ends with the same placement in one line)
+if run good -n 2 --map-by slot:PE=1 --bind-to core -x OMP_PLACES=cores -x OMP_PROC_BIND=close -- --stats; then
   log=$WORK/good.log
   a="$(may_use "$log" 0)" b="$(may_use "$log" 1)"
   [[ "$a" =~ ^[0-9]+$ && "$b" =~ ^[0-9]+$ && "$a" != "$b" ]] \
     || fail "good: expected the two ranks on two different single CPUs, got '$a' and '$b'"
+  grep -qE "^placement: rank 0 on [^ ]+ CPUs $a \(1 thread\); rank 1 on [^ ]+ CPUs $b \(1 thread\)$" "$log" \
+    || fail "good: --stats placement line: $(grep '^placement' "$log")"
   ! grep -q 'warning' "$log" || fail "good: unexpected warning: $(grep warning "$log")"
   pass "each rank on its own core: CPUs $a and $b, no warning"
 fi
