@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the main job: the tutorial's polynomial fit on 3
 # local MPI ranks, writing errors.pdf, eval.csv and loss.csv into ./out (or $HDDP_OUT).
-# Extra arguments go to poly_train (see build/drivers/poly_train --help).
+# Extra arguments go to poly_train (see build/drivers/poly_train --help). With HDDP_IMAGE set,
+# the ranks run inside that Charliecloud image (slurm/container.sh).
 #
 # Stopping it: SIGTERM to this script becomes SIGUSR1 to mpiexec, which forwards it to the
 # ranks at once: they finish the step, write the checkpoint (if --checkpoint was given) and
@@ -26,7 +27,17 @@ done
 hddp_place 3 "$threads" "$(hddp_cpus_here)" 0 || exit 2
 [ "${HDDP_PLACE[1]}" = none ] && HDDP_PLACE+=(--oversubscribe)
 echo "$HDDP_PLACE_WHY"
-mpiexec -n 3 "${HDDP_PLACE[@]}" "$BUILD_DIR/drivers/poly_train" --out "$OUT" "$@" &
+# HDDP_IMAGE: every rank inside that Charliecloud image (slurm/container.sh; the build tree's
+# binaries bound at /opt/hddp/bin, $OUT at /mnt/out).
+cmd=("$BUILD_DIR/drivers/poly_train" --out "$OUT")
+if [ -n "${HDDP_IMAGE:-}" ]; then
+  source "$HDDP_ROOT/scripts/charliecloud.sh"
+  hddp_ch_check "$HDDP_IMAGE"
+  hddp_ch_prefix "$HDDP_IMAGE" "$BUILD_DIR/drivers" "$OUT"
+  cmd=("${HDDP_CH[@]}" /opt/hddp/bin/poly_train --out /mnt/out)
+  echo "container: $HDDP_IMAGE (ch-run; $OUT is /mnt/out inside)"
+fi
+mpiexec -n 3 "${HDDP_PLACE[@]}" "${cmd[@]}" "$@" &
 mpiexec_pid=$!
 interrupted=0
 trap 'interrupted=1; kill -USR1 "$mpiexec_pid" 2>/dev/null || true' TERM
