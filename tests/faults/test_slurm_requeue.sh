@@ -26,9 +26,13 @@ REPO=$5
 slurm_local="$REPO/scripts/slurm-local.sh"
 export HDDP_SLURM_DIR="$WORK/slurm"
 export HDDP_SLURM_PORT="${HDDP_SLURM_REQUEUE_PORT:-17200}"   # not the demo's 17000 nor test_slurm_local's 17100
-# Between the emulated nodes Open MPI uses TCP over loopback, not shared memory: 1-20 ms per
-# step here (vs ~50-900 us within one mpiexec), so the job is short.
-EPOCHS=3000
+# The job must still be training when the signal arrives, whatever the machine's speed: the
+# test freezes the ranks (SIGSTOP) as soon as the first progress line (epoch 100) shows, sends
+# the signal, waits until every rank has it pending, and only then continues them - a state,
+# not a race. The one window left, the first line to the freeze (a 0.1 s poll), is covered by
+# the epochs still to go: 9900 at 0.2-0.4 ms per step quiet (bench/RESULTS.md, "Placement under
+# Slurm"), 2-5 ms with two CPU hogs beside it, i.e. 2 s or more.
+EPOCHS=10000
 
 bash "$slurm_local" down >/dev/null 2>&1 || true
 slurm_down() {
@@ -63,8 +67,36 @@ while ! grep -q '^progress: epoch' "$log" 2>/dev/null; do
   [ $((SECONDS - t0)) -lt 120 ] || { fail "no progress line within 120 s"; exit 1; }
   sleep 0.1
 done
+# The job's ranks: poly_train processes with this job's id in their environment (the emulated
+# nodes' ranks are children of orted, not of mpiexec).
+job_ranks() {
+  local p
+  for p in $(pgrep -x poly_train); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$job" && echo "$p"
+  done
+}
+# 1 if process $1 has SIGUSR1 (signal 10, bit 0x200) pending, for the thread or the process.
+usr1_pending() {
+  local m
+  for m in $(sed -n 's/^\(SigPnd\|ShdPnd\):[[:space:]]*//p' "/proc/$1/status" 2>/dev/null); do
+    [ $((0x$m & 0x200)) -ne 0 ] && return 0
+  done
+  return 1
+}
+ranks=$(job_ranks)
+[ "$(wc -w <<<"$ranks")" -eq 3 ] || fail "expected the job's 3 ranks, found: '$ranks'"
+for p in $ranks; do kill -STOP "$p"; done
 scancel --batch --signal=USR1 "$job" || fail "scancel --batch --signal=USR1 failed"
-echo "sent SIGUSR1 to the batch shell after $((SECONDS - t0)) s"
+echo "froze ranks $(tr '\n' ' ' <<<"$ranks")and sent SIGUSR1 to the batch shell (the progress line came $((SECONDS - t0)) s after the submission)"
+t1=$SECONDS
+for p in $ranks; do
+  while ! usr1_pending "$p" && [ -d "/proc/$p" ]; do
+    [ $((SECONDS - t1)) -lt 60 ] || { fail "SIGUSR1 did not reach rank pid $p within 60 s"; break; }
+    sleep 0.05
+  done
+done
+for p in $ranks; do kill -CONT "$p" 2>/dev/null; done
+echo "every rank had SIGUSR1 pending; continued them"
 
 # The first run ends with 75 and requeues the job; Slurm starts it again once its hold ends.
 t0=$SECONDS
