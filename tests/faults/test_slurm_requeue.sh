@@ -9,6 +9,8 @@
 #      itself; the second run resumes from the checkpoint and completes (exit 0);
 #   4. its eval.csv and loss.csv are bitwise those of an uninterrupted mpiexec run with the
 #      same rank count and seed.
+# With HDDP_IMAGE set (ctest test_container_slurm_requeue) the job runs every rank inside that
+# Charliecloud image, and the same checks hold.
 # Slurm holds a requeued job back (BeginTime) until the first run's job credential has expired:
 # forcing an earlier start races slurmd, which still holds that credential revoked ("Job
 # credential revoked", the job then fails). The test waits for Slurm's own restart instead;
@@ -124,7 +126,8 @@ grep -q "^run.sbatch: SIGUSR1: asking poly_train to checkpoint and stop" "$log" 
 grep -q "^run.sbatch: poly_train checkpointed to $out/hddp-poly.ckpt and stopped (exit 75); requeueing job $job" "$log" \
   || fail "no requeue line"
 grep -q "^restart 1 of job $job" "$log" || fail "the job did not run a second time"
-grep -q "^poly_train: resumed from '$out/hddp-poly.ckpt' at epoch $stop of $EPOCHS" "$log" || fail "the second run did not resume at epoch $stop"
+seen="${HDDP_IMAGE:+/mnt/out}"   # the submit directory as the driver sees it (inside a Charliecloud image)
+grep -q "^poly_train: resumed from '${seen:-$out}/hddp-poly.ckpt' at epoch $stop of $EPOCHS" "$log" || fail "the second run did not resume at epoch $stop"
 grep -q "^training: $((EPOCHS - ${stop:-0})) epochs in .*resumed at epoch $stop" "$log" || fail "the second run did not train the rest"
 info=$("$TOOL" info "$out/hddp-poly.ckpt") || fail "final checkpoint unreadable"
 [ "$(sed -n 's/^epoch //p' <<<"$info")" = "$EPOCHS" ] || fail "final checkpoint is not at epoch $EPOCHS: $info"
