@@ -19,6 +19,9 @@ HDDP_CH_STAMP=".hddp-image"   # inside the image: the package list and apt sourc
 # mpiexec's orted for the ranks' side, gnuplot for errors.pdf).
 HDDP_CH_PACKAGES=(libopenmpi3 openmpi-bin libopenblas0-openmp libgomp1 gnuplot-nox
                   libboost-iostreams1.74.0 libboost-filesystem1.74.0)
+# What must match between the image and the host (Open MPI's hybrid model: the host's mpiexec
+# and orted talk to the image's Open MPI and PMIx).
+HDDP_CH_MPI_PACKAGES=(libopenmpi3 libpmix2)
 
 hddp_ch_die() { echo "container: error: $*" >&2; exit 1; }
 
@@ -32,13 +35,22 @@ hddp_ch_check() {
   [ -f "$img/$HDDP_CH_STAMP" ] ||
     hddp_ch_die "'$img' was not built by slurm/container.sh (no $HDDP_CH_STAMP); build one with 'bash slurm/container.sh build DIR'"
   # The hybrid MPI model: the host's mpiexec talks to the image's Open MPI, so they must match.
-  inside="$(sed -n '/^Package: libopenmpi3$/,/^$/s/^Version: //p' "$img/var/lib/dpkg/status" 2>/dev/null)"
-  host="$(dpkg-query -W -f='${Version}' libopenmpi3 2>/dev/null || true)"
-  [ -z "$host" ] || [ "$inside" = "$host" ] ||
-    hddp_ch_die "'$img' is stale: its Open MPI is ${inside:-missing}, the host's is $host; rebuild it with 'bash slurm/container.sh build $img'"
-  if ! ch-checkns >/dev/null 2>&1; then
-    hddp_ch_die "user namespaces are not available here (ch-checkns: $(ch-checkns 2>&1 | tail -1)); enable them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0) or run without HDDP_IMAGE"
+  local p
+  for p in "${HDDP_CH_MPI_PACKAGES[@]}"; do
+    inside="$(hddp_ch_image_version "$img" "$p")"
+    host="$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)"
+    [ -z "$host" ] || [ "$inside" = "$host" ] ||
+      hddp_ch_die "'$img' is stale: its $p is ${inside:-missing}, the host's is $host; rebuild it with 'bash slurm/container.sh build $img'"
+  done
+  # User namespaces, which ch-run needs (ch-checkns says the same, but leaves /tmp/newroot behind).
+  if ! unshare --user true 2>/dev/null; then
+    hddp_ch_die "user namespaces are not available here (unshare --user fails); enable them (sysctl user.max_user_namespaces=15000, and kernel.unprivileged_userns_clone=1 where it exists) or run without HDDP_IMAGE"
   fi
+}
+
+# The version of package $2 installed in image $1 (empty if none).
+hddp_ch_image_version() {
+  sed -n "/^Package: $2\$/,/^\$/s/^Version: //p" "$1/var/lib/dpkg/status" 2>/dev/null || true
 }
 
 hddp_ch_prefix() {

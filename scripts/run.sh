@@ -10,7 +10,7 @@
 # get SIGTERM only odls_base_sigkill_timeout seconds later; slurm/README.md, "Signals".)
 source "$(dirname "$0")/common.sh"
 hddp_build
-OUT="${HDDP_OUT:-$PWD/out}"
+OUT="$(realpath -m "${HDDP_OUT:-$PWD/out}")"
 mkdir -p "$OUT"
 # 3 ranks share this machine's cores: one OpenMP thread each unless told otherwise
 # (OMP_NUM_THREADS, or poly_train's --threads). Placement (scripts/placement.sh): each rank on

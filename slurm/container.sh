@@ -36,10 +36,13 @@ HDDP_BUILD_DIR (the build tree, default build/), OMP_NUM_THREADS (run: default 1
 EOF
 }
 
-# The stamp: what the image is built from. Same stamp = same image.
+# The stamp: what the image is built from - the package list, the host's versions of them and
+# of the MPI packages that must match (so a host upgrade makes the image out of date), and the
+# apt sources. Same stamp = same image.
 stamp() {
   {
     echo "packages: ${HDDP_CH_PACKAGES[*]}"
+    dpkg-query -W "${HDDP_CH_PACKAGES[@]}" "${HDDP_CH_MPI_PACKAGES[@]}" 2>&1 || true
     echo "image layout: 1"   # bump when the post-processing below changes
     for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
       if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi
@@ -48,7 +51,12 @@ stamp() {
 }
 
 cmd_build() {
-  local img="${1:-${HDDP_IMAGE:-$DEFAULT_IMAGE}}" want sources=() f t0=$SECONDS
+  local img="${1:-${HDDP_IMAGE:-$DEFAULT_IMAGE}}" want sources=() f t0=$SECONDS p inside host
+  img="$(realpath -m "$img")"
+  mkdir -p "$(dirname "$img")"
+  # One build at a time per image (a second waits, then finds it up to date).
+  exec 9>"$img.lock"
+  flock 9
   want="$(stamp)"
   if [ -f "$img/$HDDP_CH_STAMP" ] && [ "$(cat "$img/$HDDP_CH_STAMP")" = "$want" ]; then
     echo "container: $img is up to date (stamp ${want:0:12})" >&2
@@ -65,15 +73,23 @@ cmd_build() {
   if [ -e "$img" ] && [ ! -f "$img/$HDDP_CH_STAMP" ] && [ -n "$(ls -A "$img" 2>/dev/null)" ]; then
     hddp_ch_die "'$img' exists and is not an image this script built; remove it or choose another DIR"
   fi
-  local tmp="$img.tmp.$$"
+  # Built beside the image and swapped in at the end; a build killed half-way leaves $tmp, which
+  # the next build removes first.
+  local tmp="$img.tmp"
   rm -rf "$tmp"
-  mkdir -p "$(dirname "$img")"
   trap 'rm -rf "$tmp"' EXIT
   echo "container: building $img (mmdebstrap, ${#HDDP_CH_PACKAGES[@]} packages; about a minute)" >&2
   local pkgs
   pkgs="$(IFS=,; echo "${HDDP_CH_PACKAGES[*]}")"
   mmdebstrap --quiet --variant=apt --include="$pkgs" bookworm "$tmp" "${sources[@]}" ||
     hddp_ch_die "mmdebstrap failed (network, or the apt sources above?)"
+  # The mirror may hold newer packages than the host has installed: then the image's Open MPI
+  # would not be the host's.
+  for p in "${HDDP_CH_MPI_PACKAGES[@]}"; do
+    inside="$(hddp_ch_image_version "$tmp" "$p")" host="$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)"
+    [ -z "$host" ] || [ "$inside" = "$host" ] ||
+      hddp_ch_die "the mirror gave $p $inside, the host has $host: bring the host up to date (apt-get upgrade) and build again"
+  done
   # Charliecloud binds the host's /dev and /etc/hosts over these; real device nodes in a
   # directory image only get in the way, and without /etc/hosts every rank waits 5 s at MPI start.
   find "$tmp/dev" -mindepth 1 -delete
@@ -82,7 +98,7 @@ cmd_build() {
   rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*
   echo "$want" >"$tmp/$HDDP_CH_STAMP"
   rm -rf "$img"
-  mv "$tmp" "$img"
+  mv -T "$tmp" "$img"
   trap - EXIT
   echo "container: built $img in $((SECONDS - t0)) s ($(du -sm "$img" | cut -f1) MB)" >&2
 }

@@ -7,8 +7,8 @@
 #   3. the unmodified slurm/run.sbatch with HDDP_IMAGE on the local 3-node Slurm: exit 0, ranks
 #      on n1, n2, n3, a valid errors.pdf, CSVs bitwise the native run's;
 #   4. bad input - no image, a directory that is not one, a stale one (another Open MPI), no
-#      ch-run, a job with an image path that is not an image - each ends non-zero with a message
-#      saying what to do; nothing is left in /dev/shm or running.
+#      ch-run, no user namespaces, a job with an image path that is not an image - each ends
+#      non-zero with a message saying what to do; nothing is left in /dev/shm, /tmp or running.
 # (SIGUSR1 -> checkpoint -> requeue -> resume through the image: test_container_slurm_requeue,
 # tests/faults/test_slurm_requeue.sh with HDDP_IMAGE.) Needs root (skipped with 77 otherwise).
 # Usage: test_container.sh REPO BUILD_DIR POLY_TRAIN MPIEXEC
@@ -26,7 +26,11 @@ slurm_local="$REPO/scripts/slurm-local.sh"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
-shm_before="$(ls /dev/shm 2>/dev/null | grep -c '^ch-run' || true)"
+# What the container path could leave behind: ch-run's files in /dev/shm (--join, not used) and
+# ch-checkns' /tmp/newroot (the checks use unshare instead). Compared before and after. (Open
+# MPI's own files are every MPI test's business; this test runs alone, RUN_SERIAL.)
+leftovers() { { ls /dev/shm 2>/dev/null | grep '^ch-run'; ls -d /tmp/newroot 2>/dev/null; } | sort; }
+before="$(leftovers)"
 bash "$slurm_local" down >/dev/null 2>&1 || true
 rm -rf "$WORK" && mkdir -p "$WORK"
 cleanup() {
@@ -63,7 +67,8 @@ up_out="$(bash "$slurm_local" up 3)" || { fail "scripts/slurm-local.sh up 3 fail
 unset SLURM_CONF
 eval "$up_out"
 mkdir -p "$WORK/job"
-job="$(cd "$WORK/job" && HDDP_IMAGE="$IMG" HDDP_BIN="$BIN" sbatch --parsable "$REPO/slurm/run.sbatch" --epochs 300)"
+# --out as the host sees it: the job file hands the driver /mnt/out instead.
+job="$(cd "$WORK/job" && HDDP_IMAGE="$IMG" HDDP_BIN="$BIN" sbatch --parsable "$REPO/slurm/run.sbatch" --epochs 300 --out "$WORK/job")"
 job="${job%%;*}"
 rc=0
 bash "$slurm_local" wait "$job" 240 || rc=$?
@@ -98,11 +103,16 @@ mkdir -p "$WORK/stale/bin" "$WORK/stale/var/lib/dpkg"
 cp /bin/sh "$WORK/stale/bin/sh"
 cp "$IMG/$HDDP_CH_STAMP" "$WORK/stale/"
 printf 'Package: libopenmpi3\nStatus: install ok installed\nVersion: 0.0-old\n\n' >"$WORK/stale/var/lib/dpkg/status"
-expect stale "is stale: its Open MPI is 0.0-old, the host's is .*; rebuild it" env HDDP_IMAGE="$WORK/stale" "${run_cmd[@]}"
+expect stale "is stale: its libopenmpi3 is 0.0-old, the host's is .*; rebuild it" env HDDP_IMAGE="$WORK/stale" "${run_cmd[@]}"
 mkdir -p "$WORK/nobin"
 for t in bash dirname; do ln -s "$(command -v $t)" "$WORK/nobin/$t"; done
 expect no-ch-run "ch-run is not installed: install Charliecloud" env PATH="$WORK/nobin" HDDP_IMAGE="$IMG" \
   HDDP_BUILD_DIR="$BUILD" HDDP_OUT="$WORK/bad-out" bash "$REPO/slurm/container.sh" run --epochs 10
+mkdir -p "$WORK/nouserns"
+printf '#!/bin/sh\nexit 1\n' >"$WORK/nouserns/unshare"
+chmod +x "$WORK/nouserns/unshare"
+expect no-userns "user namespaces are not available here .*; enable them" env PATH="$WORK/nouserns:$PATH" \
+  HDDP_IMAGE="$IMG" "${run_cmd[@]}"
 # Under Slurm: an image path that is no directory and no apptainer/singularity on PATH.
 touch "$WORK/not-an-image.sif"
 job="$(cd "$WORK/job" && HDDP_IMAGE="$WORK/not-an-image.sif" HDDP_BIN="$BIN" sbatch --parsable "$REPO/slurm/run.sbatch" --epochs 10)"
@@ -115,10 +125,22 @@ else
   fail "job with a bad HDDP_IMAGE: exit $rc, log: $(cat "$WORK/job/hddp-poly-$job.out" 2>/dev/null)"
 fi
 
+# A checkpoint outside the submit directory cannot be reached from the image: refused, exit 2.
+job="$(cd "$WORK/job" && HDDP_IMAGE="$IMG" HDDP_BIN="$BIN" sbatch --parsable "$REPO/slurm/run.sbatch" --epochs 10 --checkpoint /var/tmp/elsewhere.ckpt)"
+job="${job%%;*}"
+rc=0
+bash "$slurm_local" wait "$job" 120 || rc=$?
+if [ "$rc" -eq 2 ] && grep -q "run.sbatch: --checkpoint /var/tmp/elsewhere.ckpt: with a Charliecloud image the driver sees only the submit directory" "$WORK/job/hddp-poly-$job.out"; then
+  pass "job with a checkpoint outside the submit directory: exit 2 with the message"
+else
+  fail "job with a checkpoint outside the submit directory: exit $rc, log: $(cat "$WORK/job/hddp-poly-$job.out" 2>/dev/null)"
+fi
+
 # ---- nothing left behind ------------------------------------------------------------------
-[ "$(ls /dev/shm 2>/dev/null | grep -c '^ch-run' || true)" -le "$shm_before" ] || fail "ch-run files left in /dev/shm"
-pgrep -x ch-run >/dev/null && fail "a ch-run process is still running"
-pgrep -x poly_train >/dev/null && fail "a poly_train process is still running"
+new="$(comm -13 <(echo "$before") <(leftovers) | tr '\n' ' ')"
+[ -z "$new" ] || fail "left behind in /dev/shm or /tmp: $new"
+pgrep -f /opt/hddp/bin/ >/dev/null && fail "a rank of the container is still running: $(pgrep -af /opt/hddp/bin/)"
+pgrep -f "poly_train .*$WORK" >/dev/null && fail "a rank of this test is still running: $(pgrep -af "poly_train .*$WORK")"
 pgrep -f "mpiexec.*$WORK" >/dev/null && fail "an mpiexec of this test is still running"
 
 [ "$failures" -eq 0 ] && echo PASS || echo "FAILED: $failures check(s)"

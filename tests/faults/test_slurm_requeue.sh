@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slurm/run.sbatch's checkpoint / signal / requeue path on a real local Slurm
 # (scripts/slurm-local.sh, 3 emulated nodes):
-#   1. submit the unmodified job file (--epochs 3000, threads reduced through
+#   1. submit the unmodified job file (--epochs 10000, threads reduced through
 #      the environment);
 #   2. after its first progress line, send SIGUSR1 to the batch shell, exactly what
 #      --signal=B:USR1@60 does before the time limit (scancel --batch --signal=USR1);
