@@ -113,28 +113,27 @@ printf '#!/bin/sh\nexit 1\n' >"$WORK/nouserns/unshare"
 chmod +x "$WORK/nouserns/unshare"
 expect no-userns "user namespaces are not available here .*; enable them" env PATH="$WORK/nouserns:$PATH" \
   HDDP_IMAGE="$IMG" "${run_cmd[@]}"
-# Under Slurm: an image path that is no directory and no apptainer/singularity on PATH.
+# bad_job NAME IMAGE WANT_RC MESSAGE [poly_train args]: run.sbatch with HDDP_IMAGE=IMAGE ends
+# with WANT_RC ("nonzero": any but 0) and MESSAGE in its log.
+bad_job() {
+  local name=$1 image=$2 want=$3 msg=$4 job rc=0; shift 4
+  job="$(cd "$WORK/job" && HDDP_IMAGE="$image" HDDP_BIN="$BIN" sbatch --parsable "$REPO/slurm/run.sbatch" --epochs 10 "$@")"
+  job="${job%%;*}"
+  bash "$slurm_local" wait "$job" 120 || rc=$?
+  if { [ "$want" = nonzero ] && [ "$rc" -ne 0 ] || [ "$rc" = "$want" ]; } && grep -qF "$msg" "$WORK/job/hddp-poly-$job.out"; then
+    pass "$name: exit $rc with the message"
+  else
+    fail "$name: exit $rc, log: $(cat "$WORK/job/hddp-poly-$job.out" 2>/dev/null)"
+  fi
+}
+# An image path that is no directory, and no apptainer/singularity on PATH.
 touch "$WORK/not-an-image.sif"
-job="$(cd "$WORK/job" && HDDP_IMAGE="$WORK/not-an-image.sif" HDDP_BIN="$BIN" sbatch --parsable "$REPO/slurm/run.sbatch" --epochs 10)"
-job="${job%%;*}"
-rc=0
-bash "$slurm_local" wait "$job" 120 || rc=$?
-if [ "$rc" -ne 0 ] && grep -q "is not a directory (a Charliecloud image) and neither apptainer nor singularity is on PATH" "$WORK/job/hddp-poly-$job.out"; then
-  pass "job with a bad HDDP_IMAGE: exit $rc with the message"
-else
-  fail "job with a bad HDDP_IMAGE: exit $rc, log: $(cat "$WORK/job/hddp-poly-$job.out" 2>/dev/null)"
-fi
-
+bad_job "job with a bad HDDP_IMAGE" "$WORK/not-an-image.sif" nonzero \
+  "is not a directory (a Charliecloud image) and neither apptainer nor singularity is on PATH"
 # A checkpoint outside the submit directory cannot be reached from the image: refused, exit 2.
-job="$(cd "$WORK/job" && HDDP_IMAGE="$IMG" HDDP_BIN="$BIN" sbatch --parsable "$REPO/slurm/run.sbatch" --epochs 10 --checkpoint /var/tmp/elsewhere.ckpt)"
-job="${job%%;*}"
-rc=0
-bash "$slurm_local" wait "$job" 120 || rc=$?
-if [ "$rc" -eq 2 ] && grep -q "run.sbatch: --checkpoint /var/tmp/elsewhere.ckpt: with a Charliecloud image the driver sees only the submit directory" "$WORK/job/hddp-poly-$job.out"; then
-  pass "job with a checkpoint outside the submit directory: exit 2 with the message"
-else
-  fail "job with a checkpoint outside the submit directory: exit $rc, log: $(cat "$WORK/job/hddp-poly-$job.out" 2>/dev/null)"
-fi
+bad_job "job with a checkpoint outside the submit directory" "$IMG" 2 \
+  "run.sbatch: --checkpoint /var/tmp/elsewhere.ckpt: with a Charliecloud image the driver sees only the submit directory" \
+  --checkpoint /var/tmp/elsewhere.ckpt
 
 # ---- nothing left behind ------------------------------------------------------------------
 new="$(comm -13 <(echo "$before") <(leftovers) | tr '\n' ' ')"
