@@ -32,7 +32,9 @@ GemmBackend gemm_backend();
 GemmBackend parse_gemm_backend(const std::string& name);  // throws std::invalid_argument
 const char* to_string(GemmBackend b);
 
-// Name of the micro-kernel the Blocked backend runs on this CPU ("avx2-fma" or "portable").
+// Name of the micro-kernel set the Blocked backend runs ("avx512", "avx2" or "portable"):
+// the widest this CPU supports, or the one forced by env HDDP_GEMM_KERNEL (unknown or
+// unsupported names throw std::invalid_argument).
 const char* gemm_kernel_name();
 
 // The backends themselves, callable directly (tests and benchmarks compare them side by

@@ -66,8 +66,7 @@ struct Problem {
   T beta;
   T* C;
   int64_t ldc;
-  UKernel<T> ukernel;
-  PackRows<T> pack_a_rows, pack_b_rows;
+  const KernelSet<T>& ks;  // micro-kernel, packers and blocking sizes
 };
 
 // Step that cuts `extent` into ceil(extent / cap) blocks of nearly equal size, rounded up to
@@ -81,15 +80,15 @@ inline int64_t balanced_step(int64_t extent, int64_t cap, int64_t unit) {
 // The five loops over the tile C[m0:m1, n0:n1].
 template <class T>
 void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool poll) {
-  using Bk = Blocking<T>;
-  constexpr int64_t MR = Bk::MR, NR = Bk::NR, MC = Bk::MC, KC = Bk::KC, NC = Bk::NC;
+  const auto [MR, NR, MC, KC, NC] = p.ks.blocking;
+  const UKernel<T> ukernel = p.ks.ukernel;
   PackBuffers<T>& buf = thread_buffers<T>();
   const int64_t kc_max = std::min(KC, p.K);
   PackBuffers<T>::reserve(buf.a, buf.a_size, std::min(MC, (m1 - m0 + MR - 1) / MR * MR) * kc_max);
   PackBuffers<T>::reserve(buf.b, buf.b_size, std::min(NC, (n1 - n0 + NR - 1) / NR * NR) * kc_max);
   T* const abuf = buf.a.get();
   T* const bbuf = buf.b.get();
-  alignas(64) T edge[MR * NR];
+  alignas(64) T edge[kMaxMR * kMaxNR];
 
   // Blocks of (nearly) equal size, multiples of NR / MR, no larger than NC / MC: N = 4096 is
   // cut 2048 + 2048 rather than 4080 + 16. Edge micro-tiles still occur only at the edge of C,
@@ -100,19 +99,19 @@ void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64
     for (int64_t pc = 0; pc < p.K; pc += KC) {                      // loop 4
       const int64_t kc = std::min(KC, p.K - pc);
       const T beta = pc == 0 ? p.beta : T(1);
-      pack_b<NR>(p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf, p.pack_b_rows);
+      pack_b(NR, p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf, p.ks.pack_b_rows);
       for (int64_t ic = m0; ic < m1; ic += mc_step) {               // loop 3
         const int64_t mc = std::min(mc_step, m1 - ic);
-        pack_a<MR>(p.ta, p.A, p.lda, ic, pc, mc, kc, abuf, p.pack_a_rows);
+        pack_a(MR, p.ta, p.A, p.lda, ic, pc, mc, kc, abuf, p.ks.pack_a_rows);
         for (int64_t jr = 0; jr < nc; jr += NR) {                   // loop 2
           const int64_t nr = std::min(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += MR) {                 // loop 1
             const int64_t mr = std::min(MR, mc - ir);
             T* c = p.C + (ic + ir) * p.ldc + jc + jr;
             if (mr == MR && nr == NR) {
-              p.ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, beta, c, p.ldc);
+              ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, beta, c, p.ldc);
             } else {  // edge tile: full tile into a buffer, then the valid part into C
-              p.ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, T(0), edge, NR);
+              ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, T(0), edge, NR);
               for (int64_t i = 0; i < mr; ++i)
                 for (int64_t j = 0; j < nr; ++j) {
                   T& cij = c[i * p.ldc + j];
@@ -157,17 +156,6 @@ Grid choose_grid(int nt, int64_t mu, int64_t nu, int64_t MR, int64_t NR) {
 
 }  // namespace
 
-const Kernels& cpu_kernels() {
-  static const Kernels& k = [] () -> const Kernels& {
-    const char* force = std::getenv("HDDP_GEMM_KERNEL");
-    if (force && std::string(force) == "portable") return portable_kernels();
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2_kernels();
-    return portable_kernels();
-  }();
-  return k;
-}
-
 }  // namespace detail
 
 template <class T>
@@ -185,8 +173,8 @@ void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
     return;
   }
 
-  constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
-  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ks.ukernel, ks.pack_a_rows, ks.pack_b_rows};
+  const int64_t MR = ks.blocking.MR, NR = ks.blocking.NR;
+  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ks};
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;
   const Grid g = choose_grid(threads_for(M, N, K), mu, nu, MR, NR);
   if (g.tm * g.tn == 1) {

@@ -1,34 +1,40 @@
 #pragma once
-// Blocking sizes of the packed GEMM: the one table to retune (BLIS naming).
-//   MR x NR : micro-tile of C held in registers (AVX2: 12 of the 16 ymm registers
-//             accumulate, 2 hold a row of the B micro-panel, 1 broadcasts A).
-//   KC      : depth of a rank-KC update. The B micro-panel KC x NR (16 KiB float) stays in
-//             L1d (32 KiB) while the A micro-panel KC x MR streams past it.
-//   MC      : rows of the packed A block, MC x KC (float: 144 KiB) sits in L2 (512 KiB),
-//             leaving room for B micro-panels and C.
-//   NC      : columns of the packed B panel, KC x NC (float: 4 MiB) lives in L3 (32 MiB).
-// Chosen for Zen3 (L1d 32 KiB, L2 512 KiB, L3 32 MiB) from BLIS's zen3 configuration and a
-// sweep with bench_gemm (bench/RESULTS.md). To retune for another CPU: keep KC*NR*sizeof(T)
-// around half of L1d, MC*KC*sizeof(T) around a third to half of L2, MC a multiple of MR,
-// NC a multiple of NR; then sweep MC and KC with `bench_gemm --benchmark_filter=hddp/s/NN/1024`.
+// Blocking sizes of the packed GEMM: the one table to retune (BLIS naming), one row per
+// micro-kernel and precision.
+//   MR x NR : micro-tile of C held in registers.
+//   KC      : depth of a rank-KC update. The B micro-panel KC x NR stays in L1d while the
+//             A micro-panel KC x MR streams past it.
+//   MC      : rows of the packed A block; MC x KC sits in L2, leaving room for B micro-panels.
+//   NC      : columns of the packed B panel; KC x NC lives in L3.
+// Rules when retuning for another CPU: KC*NR*sizeof(T) around half of L1d, MC*KC*sizeof(T)
+// a third to half of L2, MC a multiple of MR, NC a multiple of NR; then sweep MC and KC with
+// `bench_gemm --benchmark_filter=hddp/s/NN/1024` (bench/RESULTS.md, "GEMM blocking").
 #include <cstdint>
 
 namespace hddp::detail {
 
-template <class T>
-struct Blocking;
-
-template <>
-struct Blocking<float> {
-  static constexpr int64_t MR = 6, NR = 16;
-  static constexpr int64_t MC = 144, KC = 256, NC = 4080;
+struct Blocking {
+  int64_t MR, NR, MC, KC, NC;
 };
 
-template <>
-struct Blocking<double> {
-  static constexpr int64_t MR = 6, NR = 8;
-  static constexpr int64_t MC = 72, KC = 256, NC = 4080;
-};
+// AVX2+FMA (16 ymm registers): 6 rows x 2 registers = 12 accumulators, 2 for a row of the
+// B micro-panel, 1 broadcasts A. Chosen for Zen3 (L1d 32 KiB, L2 512 KiB, L3 32 MiB) from
+// BLIS's zen3 configuration and a sweep: float KC*NR = 16 KiB, MC*KC = 144 KiB.
+inline constexpr Blocking kAvx2Float{6, 16, 144, 256, 4080};
+inline constexpr Blocking kAvx2Double{6, 8, 72, 256, 4080};
+
+// AVX-512F (32 zmm registers): 14 rows x 2 registers = 28 accumulators, 2 for B, 1 for the
+// broadcast; BLIS's skx kernels use the same budget (24-28 accumulators). Swept on a Zen5
+// EPYC (L1d 48 KiB, L2 1 MiB): see bench/RESULTS.md, "GEMM blocking".
+inline constexpr Blocking kAvx512Float{14, 32, 168, 384, 4096};
+inline constexpr Blocking kAvx512Double{14, 16, 84, 384, 4096};
+
+// Portable C++: the AVX2 shapes (the compiler vectorises it for whatever the baseline has).
+inline constexpr Blocking kPortableFloat = kAvx2Float;
+inline constexpr Blocking kPortableDouble = kAvx2Double;
+
+// Upper bounds over the table (the edge-tile buffer is sized by them).
+inline constexpr int64_t kMaxMR = 16, kMaxNR = 32;
 
 // Work (2*M*N*K flops) below which the packed path runs on one thread only, and the
 // per-thread share above it: a parallel region costs a few microseconds, so each thread

@@ -1,14 +1,19 @@
 #pragma once
 // The instruction-set-specific pieces of GEMM, chosen once at run time from the CPU.
-// Implementations: gemm_ukernel_portable.cpp (plain C++, any x86-64 or other CPU) and
-// gemm_ukernel_avx2.cpp (AVX2+FMA intrinsics; the only file built with -mavx2 -mfma).
+// Implementations, one file per instruction set, each the only file built with its flags:
+//   gemm_ukernel_portable.cpp  plain C++, any CPU
+//   gemm_ukernel_avx2.cpp      AVX2+FMA intrinsics (-mavx2 -mfma), also the transposing
+//                              packers and the direct path that the AVX-512 set reuses
+//   gemm_ukernel_avx512.cpp    AVX-512F micro-kernels (-mavx512f)
 #include <cstdint>
+#include <string>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_blocking.h"
 
 namespace hddp::detail {
 
-// Packed micro-kernel: the MR x NR tile of C at c (row stride ldc) becomes
+// Packed micro-kernel: the MR x NR tile (MR, NR from the set's Blocking) of C at c (row stride ldc) becomes
 //   C = alpha * (a . b) + beta * C          (beta == 0: C is not read)
 // a: packed A micro-panel, a[p*MR + i], p < k;  b: packed B micro-panel, b[p*NR + j];
 // both 64-byte aligned (see gemm_pack.h).
@@ -33,6 +38,7 @@ using PackRows = void (*)(const T* src, int64_t ld, int64_t kc, T* dst);
 
 template <class T>
 struct KernelSet {
+  Blocking blocking;
   UKernel<T> ukernel;
   SmallGemm<T> small;
   PackRows<T> pack_a_rows = nullptr;
@@ -46,11 +52,28 @@ struct Kernels {
 };
 
 const Kernels& portable_kernels();
-const Kernels& avx2_kernels();  // call only where the CPU has AVX2 and FMA
+const Kernels& avx2_kernels();    // call only where cpu_has_avx2_fma()
+const Kernels& avx512_kernels();  // call only where cpu_has_avx512()
 
-// The set for this CPU: avx2-fma where supported, else portable. HDDP_GEMM_KERNEL=portable
-// forces the portable one (tests use it to check both on one machine).
+// The AVX2 transposing packers for a micro-panel of width w (MR for A, NR for B), or nullptr
+// where there is none for that width; they serve the AVX-512 set too.
+template <class T>
+PackRows<T> avx2_pack_a_rows(int64_t w);
+template <class T>
+PackRows<T> avx2_pack_b_rows(int64_t w);
+
+// What the CPU and the OS support (CPUID, and XGETBV for the OS saving the registers).
+bool cpu_has_avx2_fma();
+bool cpu_has_avx512();  // AVX-512F with ZMM state enabled, and AVX2+FMA
+
+// The set gemm_blocked runs, chosen on first use: HDDP_GEMM_KERNEL=avx512|avx2|portable forces
+// one (an unknown name, or one this CPU cannot execute, throws std::invalid_argument);
+// unset, the widest the CPU supports.
 const Kernels& cpu_kernels();
+// The set of that name if this CPU can execute it, else nullptr; throws on an unknown name.
+const Kernels* kernels_by_name(const std::string& name);
+// Why a kernel cannot run here ("" when it can): for messages and skipped tests.
+std::string kernel_unsupported_reason(const std::string& name);
 
 template <class T>
 const KernelSet<T>& kernel_set(const Kernels& k);

@@ -1,5 +1,5 @@
-// AVX2+FMA micro-kernels (sgemm 6x16, dgemm 6x8), transposing packers, and the direct path
-// compiled for AVX2.
+// AVX2+FMA micro-kernels (sgemm 6x16, dgemm 6x8), transposing packers (any MR, NR multiple of
+// the vector width; the AVX-512 set uses them too), and the direct path compiled for AVX2.
 // The only file of hddp built with -mavx2 -mfma; it is called only after the CPU was checked.
 //
 // Register use per micro-tile (BLIS/Goto): 12 ymm accumulators (6 rows x 2 registers),
@@ -44,8 +44,7 @@ struct Vec<double> {
 template <class T>
 void ukernel_avx2(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
   using V = Vec<T>;
-  constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR, L = 32 / sizeof(T);
-  static_assert(MR == 6 && NR == 2 * L, "the register layout assumes 6 x (2 registers)");
+  constexpr int64_t L = 32 / sizeof(T), MR = 6, NR = 2 * L;  // kAvx2Float / kAvx2Double
   for (int64_t i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
 
   typename V::R c00 = V::zero(), c01 = V::zero(), c10 = V::zero(), c11 = V::zero();
@@ -110,76 +109,114 @@ inline void transpose4x4(__m256d r[4]) {
   r[2] = _mm256_permute2f128_pd(t0, t2, 0x31), r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
-// NR = 16 rows of B^T (contiguous in k) -> dst[k*16 + j]: two 8 x 8 transposes per 8 k.
+// NR rows of B^T (contiguous in k) -> dst[k*NR + j]: NR/8 transposes of 8 x 8 per 8 k.
+template <int NR>
 void pack_b_rows_s(const float* src, int64_t ld, int64_t kc, float* dst) {
+  static_assert(NR % 8 == 0);
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8)
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < NR / 8; ++h) {
       __m256 r[8];
       for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (h * 8 + j) * ld + k);
       transpose8x8(r);
-      for (int kk = 0; kk < 8; ++kk) _mm256_storeu_ps(dst + (k + kk) * 16 + h * 8, r[kk]);
+      for (int kk = 0; kk < 8; ++kk) _mm256_storeu_ps(dst + (k + kk) * NR + h * 8, r[kk]);
     }
   for (; k < kc; ++k)
-    for (int j = 0; j < 16; ++j) dst[k * 16 + j] = src[j * ld + k];
+    for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j * ld + k];
 }
 
-// MR = 6 rows of A (contiguous in k) -> dst[k*6 + i]: an 8 x 8 transpose with two zero rows,
-// of which 6 lanes are stored.
+// MR rows of A (contiguous in k) -> dst[k*MR + i]: groups of 8 rows as 8 x 8 transposes; a
+// last group of fewer rows is padded with zero rows and stored through a mask.
+template <int MR>
 void pack_a_rows_s(const float* src, int64_t ld, int64_t kc, float* dst) {
-  const __m256i six = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+  constexpr int tail = MR % 8;
+  const __m256i mask = _mm256_setr_epi32(tail > 0 ? -1 : 0, tail > 1 ? -1 : 0, tail > 2 ? -1 : 0,
+                                         tail > 3 ? -1 : 0, tail > 4 ? -1 : 0, tail > 5 ? -1 : 0,
+                                         tail > 6 ? -1 : 0, 0);
   int64_t k = 0;
-  for (; k + 8 <= kc; k += 8) {
-    __m256 r[8];
-    for (int i = 0; i < 6; ++i) r[i] = _mm256_loadu_ps(src + i * ld + k);
-    r[6] = r[7] = _mm256_setzero_ps();
-    transpose8x8(r);
-    for (int kk = 0; kk < 8; ++kk) _mm256_maskstore_ps(dst + (k + kk) * 6, six, r[kk]);
-  }
+  for (; k + 8 <= kc; k += 8)
+    for (int g = 0; g < MR; g += 8) {
+      const int rows = MR - g < 8 ? MR - g : 8;
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(src + (g + i) * ld + k) : _mm256_setzero_ps();
+      transpose8x8(r);
+      for (int kk = 0; kk < 8; ++kk) {
+        float* d = dst + (k + kk) * MR + g;
+        if (rows == 8) _mm256_storeu_ps(d, r[kk]);
+        else _mm256_maskstore_ps(d, mask, r[kk]);
+      }
+    }
   for (; k < kc; ++k)
-    for (int i = 0; i < 6; ++i) dst[k * 6 + i] = src[i * ld + k];
+    for (int i = 0; i < MR; ++i) dst[k * MR + i] = src[i * ld + k];
 }
 
-// NR = 8 rows of B^T -> dst[k*8 + j]: two 4 x 4 transposes per 4 k.
+// NR rows of B^T -> dst[k*NR + j]: NR/4 transposes of 4 x 4 per 4 k.
+template <int NR>
 void pack_b_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
+  static_assert(NR % 4 == 0);
   int64_t k = 0;
   for (; k + 4 <= kc; k += 4)
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < NR / 4; ++h) {
       __m256d r[4];
       for (int j = 0; j < 4; ++j) r[j] = _mm256_loadu_pd(src + (h * 4 + j) * ld + k);
       transpose4x4(r);
-      for (int kk = 0; kk < 4; ++kk) _mm256_storeu_pd(dst + (k + kk) * 8 + h * 4, r[kk]);
+      for (int kk = 0; kk < 4; ++kk) _mm256_storeu_pd(dst + (k + kk) * NR + h * 4, r[kk]);
     }
   for (; k < kc; ++k)
-    for (int j = 0; j < 8; ++j) dst[k * 8 + j] = src[j * ld + k];
+    for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j * ld + k];
 }
 
-// MR = 6 rows of A -> dst[k*6 + i]: rows 0-3 and rows 4-5 (+ 2 zero rows) as 4 x 4 transposes.
+// MR rows of A -> dst[k*MR + i]: groups of 4 rows as 4 x 4 transposes; a last group of 2 rows
+// (MR = 6, 14) is padded with zero rows and its lower half stored.
+template <int MR>
 void pack_a_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
+  static_assert(MR % 2 == 0);
   int64_t k = 0;
-  for (; k + 4 <= kc; k += 4) {
-    __m256d lo[4], hi[4];
-    for (int i = 0; i < 4; ++i) lo[i] = _mm256_loadu_pd(src + i * ld + k);
-    hi[0] = _mm256_loadu_pd(src + 4 * ld + k), hi[1] = _mm256_loadu_pd(src + 5 * ld + k);
-    hi[2] = hi[3] = _mm256_setzero_pd();
-    transpose4x4(lo);
-    transpose4x4(hi);
-    for (int kk = 0; kk < 4; ++kk) {
-      _mm256_storeu_pd(dst + (k + kk) * 6, lo[kk]);
-      _mm_storeu_pd(dst + (k + kk) * 6 + 4, _mm256_castpd256_pd128(hi[kk]));
+  for (; k + 4 <= kc; k += 4)
+    for (int g = 0; g < MR; g += 4) {
+      const int rows = MR - g < 4 ? MR - g : 4;
+      __m256d r[4];
+      for (int i = 0; i < 4; ++i) r[i] = i < rows ? _mm256_loadu_pd(src + (g + i) * ld + k) : _mm256_setzero_pd();
+      transpose4x4(r);
+      for (int kk = 0; kk < 4; ++kk) {
+        double* d = dst + (k + kk) * MR + g;
+        if (rows == 4) _mm256_storeu_pd(d, r[kk]);
+        else _mm_storeu_pd(d, _mm256_castpd256_pd128(r[kk]));
+      }
     }
-  }
   for (; k < kc; ++k)
-    for (int i = 0; i < 6; ++i) dst[k * 6 + i] = src[i * ld + k];
+    for (int i = 0; i < MR; ++i) dst[k * MR + i] = src[i * ld + k];
 }
 
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{"avx2-fma",
-                         {&ukernel_avx2<float>, &avx2::gemm_small<float>, &pack_a_rows_s, &pack_b_rows_s},
-                         {&ukernel_avx2<double>, &avx2::gemm_small<double>, &pack_a_rows_d, &pack_b_rows_d}};
+  static const Kernels k{"avx2",
+                         {kAvx2Float, &ukernel_avx2<float>, &avx2::gemm_small<float>,
+                          &pack_a_rows_s<6>, &pack_b_rows_s<16>},
+                         {kAvx2Double, &ukernel_avx2<double>, &avx2::gemm_small<double>,
+                          &pack_a_rows_d<6>, &pack_b_rows_d<8>}};
+  static_assert(kAvx2Float.MR == 6 && kAvx2Float.NR == 16 && kAvx2Double.MR == 6 && kAvx2Double.NR == 8);
   return k;
+}
+
+template <>
+PackRows<float> avx2_pack_a_rows<float>(int64_t w) {
+  return w == 6 ? &pack_a_rows_s<6> : w == 8 ? &pack_a_rows_s<8> : w == 12 ? &pack_a_rows_s<12>
+       : w == 14 ? &pack_a_rows_s<14> : w == 16 ? &pack_a_rows_s<16> : nullptr;
+}
+template <>
+PackRows<float> avx2_pack_b_rows<float>(int64_t w) {
+  return w == 16 ? &pack_b_rows_s<16> : w == 32 ? &pack_b_rows_s<32> : w == 48 ? &pack_b_rows_s<48> : nullptr;
+}
+template <>
+PackRows<double> avx2_pack_a_rows<double>(int64_t w) {
+  return w == 6 ? &pack_a_rows_d<6> : w == 8 ? &pack_a_rows_d<8> : w == 12 ? &pack_a_rows_d<12>
+       : w == 14 ? &pack_a_rows_d<14> : w == 16 ? &pack_a_rows_d<16> : nullptr;
+}
+template <>
+PackRows<double> avx2_pack_b_rows<double>(int64_t w) {
+  return w == 8 ? &pack_b_rows_d<8> : w == 16 ? &pack_b_rows_d<16> : w == 24 ? &pack_b_rows_d<24> : nullptr;
 }
 
 }  // namespace hddp::detail

@@ -7,9 +7,8 @@
 namespace hddp::detail {
 namespace {
 
-template <class T>
+template <class T, int64_t MR, int64_t NR>
 void ukernel_portable(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
-  constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
   T acc[MR][NR] = {};
   for (int64_t p = 0; p < k; ++p)
     for (int64_t i = 0; i < MR; ++i)
@@ -23,8 +22,10 @@ void ukernel_portable(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, 
 
 const Kernels& portable_kernels() {
   static const Kernels k{"portable",
-                         {&ukernel_portable<float>, &portable::gemm_small<float>},
-                         {&ukernel_portable<double>, &portable::gemm_small<double>}};
+                         {kPortableFloat, &ukernel_portable<float, kPortableFloat.MR, kPortableFloat.NR>,
+                          &portable::gemm_small<float>},
+                         {kPortableDouble, &ukernel_portable<double, kPortableDouble.MR, kPortableDouble.NR>,
+                          &portable::gemm_small<double>}};
   return k;
 }
 

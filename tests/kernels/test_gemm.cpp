@@ -10,7 +10,7 @@
 
 #include "gemm_oracle.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_blocking.h"
+#include "kernels/gemm_ukernel.h"
 
 using namespace hddp;
 using hddp::test::GemmCase;
@@ -27,12 +27,13 @@ struct Backends {
   }
 };
 
-// Sizes that hit every edge of the blocking: 0..3, MR+-1, NR+-1, KC+-1, MC+1, primes, 1000.
+// Sizes that hit every edge of the running kernel's blocking: 0..3, MR+-1, NR+-1, KC+-1,
+// MC+1, primes.
 template <class T>
 std::vector<int64_t> edge_sizes() {
-  using B = detail::Blocking<T>;
-  return {0, 1, 2, 3, B::MR - 1, B::MR, B::MR + 1, B::NR - 1, B::NR + 1, B::KC - 1, B::KC + 1,
-          B::MC + 1, 7, 13, 31, 61, 127, 251, 293};
+  const detail::Blocking B = detail::kernel_set<T>(detail::cpu_kernels()).blocking;
+  return {0, 1, 2, 3, B.MR - 1, B.MR, B.MR + 1, B.NR - 1, B.NR + 1, B.KC - 1, B.KC + 1,
+          B.MC + 1, 7, 13, 31, 61, 127, 251, 293};
 }
 
 std::string describe(const GemmCase& c) {
