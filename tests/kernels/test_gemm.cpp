@@ -1,9 +1,13 @@
 // GEMM against a long-double oracle: every backend, both precisions, all transpose pairs,
 // edge sizes around the blocking parameters, padded leading dimensions, alpha/beta special
 // values (C poisoned with NaN/Inf when beta == 0), and bitwise equality across thread counts.
+// The blocked backend runs the micro-kernel named by HDDP_GEMM_KERNEL (ctest runs the suite
+// once per kernel); one this CPU cannot execute makes the program exit 77 (ctest: Not Run).
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -184,3 +188,32 @@ TEST(GemmArgs, InvalidArgumentsThrow) {
 }
 
 }  // namespace
+
+// The kernel under test is the one asked for: a silent fallback would test another kernel.
+TEST(GemmKernel, RunsTheRequestedKernel) {
+  const char* want = std::getenv("HDDP_GEMM_KERNEL");
+  if (want && *want) {
+    EXPECT_STREQ(gemm_kernel_name(), want);
+  }
+  const detail::Kernels& k = detail::cpu_kernels();
+  for (const detail::Blocking& b : {k.s.blocking, k.d.blocking}) {
+    EXPECT_LE(b.MR, detail::kMaxMR);
+    EXPECT_LE(b.NR, detail::kMaxNR);
+    EXPECT_EQ(b.MC % b.MR, 0);
+    EXPECT_EQ(b.NC % b.NR, 0);
+  }
+}
+
+int main(int argc, char** argv) {
+  const char* want = std::getenv("HDDP_GEMM_KERNEL");
+  if (want && *want) {
+    const std::string why = detail::kernel_unsupported_reason(want);  // throws if unknown
+    if (!why.empty()) {
+      std::printf("GEMM kernel %s: NOT RUN, %s\n", want, why.c_str());
+      return 77;
+    }
+  }
+  std::printf("GEMM kernel under test: %s\n", gemm_kernel_name());
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

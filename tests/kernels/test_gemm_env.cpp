@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_ukernel.h"
 
 TEST(GemmEnv, UnknownBackendIsAnError) {
   ASSERT_EQ(0, setenv("HDDP_GEMM", "cublas", 1));
@@ -20,4 +21,36 @@ TEST(GemmEnv, UnknownBackendIsAnError) {
   hddp::gemm(hddp::Trans::No, hddp::Trans::No, 1, 1, 1, 2.f, &a, 1, &b, 1, 0.f, &c, 1);
   EXPECT_EQ(c, 2.f);
   EXPECT_EQ(hddp::gemm_backend(), hddp::GemmBackend::Naive);
+}
+
+// HDDP_GEMM_KERNEL is read on the first blocked GEMM: an unknown name is an error, not a
+// default; once it is unset the widest kernel the CPU supports runs.
+TEST(GemmKernelEnv, UnknownKernelIsAnErrorThenTheWidestRuns) {
+  using namespace hddp::detail;
+  float a = 1, b = 1, c = 0;
+  auto run = [&] {
+    hddp::gemm_blocked<float>(hddp::Trans::No, hddp::Trans::No, 1, 1, 1, 3.f, &a, 1, &b, 1, 0.f, &c, 1);
+  };
+  ASSERT_EQ(0, setenv("HDDP_GEMM_KERNEL", "sse9", 1));
+  try {
+    run();
+    FAIL() << "gemm_blocked accepted HDDP_GEMM_KERNEL=sse9";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("sse9"), std::string::npos) << e.what();
+  }
+  // The reasons agree with the feature checks; portable runs anywhere.
+  EXPECT_EQ(kernel_unsupported_reason("portable"), "");
+  EXPECT_EQ(kernel_unsupported_reason("avx2").empty(), cpu_has_avx2_fma());
+  EXPECT_EQ(kernel_unsupported_reason("avx512").empty(), cpu_has_avx512());
+  EXPECT_EQ(kernels_by_name("avx512") != nullptr, cpu_has_avx512());
+  if (cpu_has_avx512()) {
+    EXPECT_TRUE(cpu_has_avx2_fma()) << "the AVX-512 set reuses the AVX2 packers";
+  }
+  EXPECT_THROW(kernel_unsupported_reason("AVX2"), std::invalid_argument);
+
+  ASSERT_EQ(0, unsetenv("HDDP_GEMM_KERNEL"));
+  run();
+  EXPECT_EQ(c, 3.f);
+  const char* widest = cpu_has_avx512() ? "avx512" : cpu_has_avx2_fma() ? "avx2" : "portable";
+  EXPECT_STREQ(hddp::gemm_kernel_name(), widest);
 }
