@@ -156,14 +156,12 @@ Grid choose_grid(int nt, int64_t mu, int64_t nu, int64_t MR, int64_t NR) {
 
 }  // namespace
 
-}  // namespace detail
-
 template <class T>
-void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                  int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  using namespace detail;
+void gemm_blocked_with(const Kernels& kernels, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
+                       T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
+                       int64_t ldc) {
   if (gemm_prologue(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
-  const KernelSet<T>& ks = kernel_set<T>(cpu_kernels());
+  const KernelSet<T>& ks = kernel_set<T>(kernels);
 
   // Tiny products: the direct path (its panel must fit the stack buffer).
   constexpr int64_t V = 32 / sizeof(T);
@@ -196,6 +194,20 @@ void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+template void gemm_blocked_with<float>(const Kernels&, Trans, Trans, int64_t, int64_t, int64_t, float,
+                                       const float*, int64_t, const float*, int64_t, float, float*, int64_t);
+template void gemm_blocked_with<double>(const Kernels&, Trans, Trans, int64_t, int64_t, int64_t, double,
+                                        const double*, int64_t, const double*, int64_t, double, double*,
+                                        int64_t);
+
+}  // namespace detail
+
+template <class T>
+void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                  int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  detail::gemm_blocked_with(detail::cpu_kernels(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template void gemm_blocked<float>(Trans, Trans, int64_t, int64_t, int64_t, float, const float*,

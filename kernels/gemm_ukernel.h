@@ -75,6 +75,12 @@ const Kernels* kernels_by_name(const std::string& name);
 // Why a kernel cannot run here ("" when it can): for messages and skipped tests.
 std::string kernel_unsupported_reason(const std::string& name);
 
+// gemm_blocked on a given set (benchmarks compare the sets side by side in one run).
+template <class T>
+void gemm_blocked_with(const Kernels& kernels, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
+                       T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
+                       int64_t ldc);
+
 template <class T>
 const KernelSet<T>& kernel_set(const Kernels& k);
 template <>

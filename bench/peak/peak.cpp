@@ -1,0 +1,54 @@
+// The probe's timing and threads (baseline x86-64; the loops live in peak_<isa>.cpp).
+#include "peak.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "kernels/gemm_ukernel.h"
+
+namespace hddp::bench {
+namespace {
+
+int64_t run_loop(Isa isa, bool dbl, int64_t iters) {
+  return isa == Isa::Avx512 ? detail::fma_loop_avx512(dbl, iters) : detail::fma_loop_avx2(dbl, iters);
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+const char* to_string(Isa isa) { return isa == Isa::Avx512 ? "avx512" : "avx2"; }
+
+bool isa_supported(Isa isa) {
+  return isa == Isa::Avx512 ? hddp::detail::cpu_has_avx512() : hddp::detail::cpu_has_avx2_fma();
+}
+
+Isa widest_isa() { return isa_supported(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2; }
+
+double fma_peak_gflops(Isa isa, bool dbl, int threads, double seconds) {
+  if (!isa_supported(isa)) return 0;
+  // Calibrate on one thread: iterations for about `seconds`, after a warm-up that lets the
+  // core reach its vector clock.
+  int64_t iters = 1 << 16;
+  for (double t0 = now(); now() - t0 < seconds / 4;) run_loop(isa, dbl, iters);
+  for (;;) {
+    const double t0 = now();
+    run_loop(isa, dbl, iters);
+    const double dt = now() - t0;
+    if (dt > seconds / 8) {
+      iters = std::max<int64_t>(1, int64_t(double(iters) * seconds / dt));
+      break;
+    }
+    iters *= 4;
+  }
+  // Every thread runs the same loop; the rate is the total over the slowest thread's time.
+  int64_t flops = 0;
+  const double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+  flops += run_loop(isa, dbl, iters);
+  return double(flops) / (now() - t0) * 1e-9;
+}
+
+}  // namespace hddp::bench
