@@ -23,10 +23,12 @@ struct Blocking {
 inline constexpr Blocking kAvx2Float{6, 16, 144, 256, 4080};
 inline constexpr Blocking kAvx2Double{6, 8, 72, 256, 4080};
 
-// AVX-512F (32 zmm registers): 14 rows x 2 registers = 28 accumulators, 2 for B, 1 for the
+// AVX-512F (32 zmm registers): MR rows x 2 registers of accumulators, 2 for B, 1 for the
 // broadcast; BLIS's skx kernels use the same budget (24-28 accumulators). Swept on a Zen5
-// EPYC (L1d 48 KiB, L2 1 MiB): see bench/RESULTS.md, "GEMM blocking".
-inline constexpr Blocking kAvx512Float{14, 32, 168, 384, 4096};
+// EPYC (L1d 48 KiB, L2 1 MiB) over MR x NR in {14x32, 12x32, 8x48, 6x64} and MC/KC: float
+// 12x32 with KC*NR = 32 KiB, MC*KC = 192 KiB led at 1024^3 and 2048^3 (bench/RESULTS.md,
+// "GEMM blocking").
+inline constexpr Blocking kAvx512Float{12, 32, 192, 256, 4096};
 inline constexpr Blocking kAvx512Double{14, 16, 84, 384, 4096};
 
 // Portable C++: the AVX2 shapes (the compiler vectorises it for whatever the baseline has).

@@ -1,11 +1,14 @@
-// AVX-512F micro-kernels: sgemm 14x32 and dgemm 14x16 (14 rows x 2 zmm registers).
+// AVX-512F micro-kernels: sgemm 12x32 and dgemm 14x16 (MR rows x 2 zmm registers).
 // The only file of hddp built with -mavx512f; it is called only after the CPU was checked
 // (gemm_kernels.cpp). The packers and the direct path for tiny products are the AVX2 ones
 // (every AVX-512 CPU has AVX2): the loops they run are memory-bound or too short to gain from
 // 512-bit registers.
 //
-// Register use per micro-tile: MR x 2 = 28 zmm accumulators, 2 zmm for the current row of the
-// B micro-panel, 1 for the broadcast element of A (32 zmm registers in all).
+// Register use per micro-tile: MR x 2 accumulators (24 float, 28 double), 2 zmm for the
+// current row of the B micro-panel, 1 for the broadcast element of A (of 32 zmm registers).
+// Prefetches (BLIS skx does the same): the C tile before the k loop, so its rows (each on its
+// own page for large ldc) arrive while the FMAs run; the A micro-panel, which streams from L2,
+// kPrefetchA iterations ahead. The B micro-panel is reused from L1 across loop 1.
 #include <immintrin.h>
 
 #include "kernels/gemm_ukernel.h"
@@ -42,17 +45,26 @@ struct Vec<double> {
 
 // MR rows x NV registers of L lanes; the loops over i and v are fully unrolled, so acc stays
 // in registers (checked with objdump: no stack traffic in the k loop).
+constexpr int kPrefetchA = 16;  // k iterations: 16 x MR x 4 B = 768 B ahead for float
+
 template <class T, int MR, int NV>
 void ukernel_avx512(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
   using V = Vec<T>;
   using R = typename V::R;
   constexpr int L = 64 / sizeof(T), NR = NV * L;
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {  // first and last cache line of each row of the tile
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + NR - 1), _MM_HINT_T0);
+  }
   R acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+#pragma GCC unroll 4
   for (int64_t p = 0; p < k; ++p) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * MR), _MM_HINT_T0);
     R bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = V::load(b + v * L);

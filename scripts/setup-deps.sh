@@ -10,6 +10,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   poppler-utils
+  python3
 )
 # Extra packages a caller may ask for (e.g. the Slurm test), passed as arguments.
 PKGS+=("$@")

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# bench_peak and bench/gemm_table.sh end to end on two small shapes: bench_peak reports a
+# positive rate for every instruction set this CPU has and "not supported" for the others;
+# the table has one column per hddp micro-kernel the CPU can execute (and none other), a row
+# per shape and thread count with numeric ratios; bad input is refused. Timings are not checked.
+# Usage: test_gemm_table.sh <bench_peak> <build dir> <scratch dir inside the build tree>
+set -uo pipefail
+PEAK=$1 BUILD=$2 WORK=$3
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+rm -rf "$WORK" && mkdir -p "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+has() { grep -qw "$1" /proc/cpuinfo; }
+avx2=no avx512=no
+has avx2 && has fma && avx2=yes
+[ $avx2 = yes ] && has avx512f && avx512=yes
+echo "CPU: avx2+fma $avx2, avx512f $avx512"
+
+# 1. bench_peak: --help, bad input, one row per instruction set and precision.
+"$PEAK" --help >"$WORK/peak.help" 2>&1 && grep -q 'usage: bench_peak' "$WORK/peak.help" && pass "bench_peak --help" \
+  || fail "bench_peak --help"
+"$PEAK" --bogus >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && pass "bench_peak --bogus: exit 2" || fail "bench_peak --bogus: exit $rc"
+OMP_NUM_THREADS=2 timeout 120 "$PEAK" >"$WORK/peak.md" 2>&1 || fail "bench_peak: exit $?: $(tail -3 "$WORK/peak.md")"
+for isa in avx2 avx512; do
+  for prec in float double; do
+    row=$(grep "^| $isa | $prec | 1 |" "$WORK/peak.md")
+    if [ "${!isa}" = yes ]; then
+      awk -F'|' '{exit !($5 + 0 > 0)}' <<<"$row" && pass "peak $isa $prec > 0" || fail "peak $isa $prec: '$row'"
+      grep -q "^| $isa | $prec | 2 |" "$WORK/peak.md" && pass "peak $isa $prec on 2 threads" \
+        || fail "no 2-thread row for $isa $prec"
+    else
+      grep -q 'not supported' <<<"$row" && pass "peak $isa $prec not supported" || fail "peak $isa $prec: '$row'"
+    fi
+  done
+done
+
+# 2. The table on two shapes (one reported in ns, one in GFLOP/s), 1 and 2 threads.
+GEMM_FILTER='/(hddp-[a-z0-9]*|openblas)/s/NN/(32x20x1|128x128x128)/' REPS=2 OUT_DIR="$WORK/json" \
+  HDDP_BUILD_DIR="$BUILD" HDDP_BENCH_LOCK='' timeout 300 bash "$ROOT/bench/gemm_table.sh" 1 2 \
+  >"$WORK/table.md" 2>"$WORK/table.err" || fail "gemm_table.sh: exit $?: $(tail -3 "$WORK/table.err")"
+cat "$WORK/table.md"
+header=$(grep '^| shape |' "$WORK/table.md")
+for isa in avx2 avx512; do
+  if [ "${!isa}" = yes ]; then
+    grep -q "hddp-$isa (% peak)" <<<"$header" && pass "column hddp-$isa" || fail "no column hddp-$isa: $header"
+  else
+    grep -q "hddp-$isa" <<<"$header" && fail "column hddp-$isa on a CPU without it" || pass "no column hddp-$isa"
+  fi
+done
+grep -q '^CPU: .*AVX-512F' "$WORK/table.md" && pass "CPU line" || fail "no CPU line"
+for t in 1 2; do
+  grep -q "^- OMP_NUM_THREADS=$t: FMA peak" "$WORK/table.md" && pass "peak line, $t thread(s)" || fail "no peak line for $t"
+  r=$(grep "^| s/NN/32x20x1 | $t |" "$WORK/table.md")
+  grep -qE '\| [0-9]+ ns \|' <<<"$r" && pass "32x20x1 at $t in ns" || fail "32x20x1 at $t: '$r'"
+  r=$(grep "^| s/NN/128x128x128 | $t |" "$WORK/table.md")
+  grep -qE 'GFLOP/s \([0-9]+ %\)' <<<"$r" && pass "128^3 at $t in GFLOP/s with % peak" || fail "128^3 at $t: '$r'"
+  awk -F'|' '{for (i = NF - 1; i > NF - 1 - n; --i) if ($i + 0 <= 0) exit 1}' n=$(grep -o 'hddp-' <<<"$header" | wc -l) <<<"$r" \
+    && pass "ratios at $t are positive numbers" || fail "ratios at $t: '$r'"
+done
+
+# 3. Bad input: a filter that matches nothing, and no binary.
+GEMM_FILTER='/no-such-backend/' OUT_DIR="$WORK/json2" HDDP_BUILD_DIR="$BUILD" HDDP_BENCH_LOCK='' REPS=1 \
+  timeout 120 bash "$ROOT/bench/gemm_table.sh" 1 >"$WORK/none.md" 2>"$WORK/none.err"; rc=$?
+[ $rc -ne 0 ] && grep -q 'no benchmark' "$WORK/none.err" && pass "empty filter refused" \
+  || fail "empty filter: rc $rc, $(cat "$WORK/none.err")"
+HDDP_BUILD_DIR="$WORK/nowhere" bash "$ROOT/bench/gemm_table.sh" 1 >/dev/null 2>"$WORK/nobin.err"; rc=$?
+[ $rc -ne 0 ] && grep -q 'build first' "$WORK/nobin.err" && pass "missing binary refused" || fail "missing binary: rc $rc"
+
+echo "$failures failure(s)"
+[ $failures -eq 0 ]
