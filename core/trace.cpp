@@ -25,10 +25,22 @@ std::string Trace::events_json() const {
   return os.str();
 }
 
+std::string Trace::document(const std::vector<std::string>& bodies) {
+  std::string doc = "{\"traceEvents\":[\n";
+  bool first = true;
+  for (const std::string& b : bodies) {
+    if (b.empty()) continue;
+    if (!first) doc += ",\n";
+    doc += b;
+    first = false;
+  }
+  return doc + "\n]}\n";
+}
+
 void Trace::write(const std::string& path) const {
   std::ofstream f(path);
   HDDP_CHECK(f, "cannot write trace file '" << path << "'");
-  f << "{\"traceEvents\":[\n" << events_json() << "\n]}\n";
+  f << document({events_json()});
   HDDP_CHECK(f.good(), "error writing trace file '" << path << "'");
 }
 

@@ -20,6 +20,9 @@ class Trace {
   void write(const std::string& path) const;
   // The events as a JSON array body (no brackets), for merging several ranks' traces.
   std::string events_json() const;
+  // One {"traceEvents": [...]} document from several events_json() bodies (one per rank; empty
+  // ones are skipped), comma-separated.
+  static std::string document(const std::vector<std::string>& bodies);
   size_t size() const { return events_.size(); }
 
  private:

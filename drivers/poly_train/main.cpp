@@ -624,7 +624,11 @@ int run(Env& env, const Options& o) {
   const std::string dir = o.out + "/";
   poly::write_eval_csv(dir + "eval.csv", eval);
   poly::write_loss_csv(dir + "loss.csv", history);
-  if (trace) poly::write_file(o.trace, "{\"traceEvents\":[\n" + all_events + "\n]}\n");
+  if (trace) {  // one event list per rank, joined into one document
+    std::vector<std::string> bodies(size);
+    for (int r = 0; r < size; ++r) bodies[r] = all_events.substr(displs[r], lens[r]);
+    poly::write_file(o.trace, hddp::Trace::document(bodies));
+  }
 
   std::printf("training: %lld epochs in %.3f s (%.2f us/step), %d rank(s) x %d thread(s), gemm %s%s\n",
               (long long)trained, t.total, trained > 0 ? 1e6 * t.total / double(trained) : 0.0, size, threads,

@@ -74,6 +74,32 @@ done
 cmp -s "$WORK/m/eval.csv" "$WORK/mnooverlap/eval.csv" && cmp -s "$WORK/m/eval.csv" "$WORK/mprogressthread/eval.csv" \
   && pass "overlap modes agree" || fail "overlapped, blocking and thread-progress runs differ"
 
+# --trace on 3 ranks: one valid JSON document (chrome://tracing and Perfetto refuse anything
+# else), every rank's forward/backward/optimizer once per epoch, and every bucket's allreduce
+# once per epoch on every rank (a wider model and small buckets give several).
+d=$WORK/trace; mkdir -p "$d"
+if "${MPI[@]}" -n 3 "$BIN" --epochs 20 --hidden 64,64 --bucket-mb 0.004 --first-bucket-mb 0.004 --no-plot --trace "$d/trace.json" \
+    --out "$d" >"$d/log" 2>&1; then
+  if python3 - "$d/trace.json" 20 3 <<'PY'
+import collections, json, sys
+path, epochs, ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+events = json.load(open(path))["traceEvents"]
+count = collections.Counter((e["pid"], e["name"]) for e in events)
+assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events), "an event that is not complete"
+buckets = {n for (_, n) in count if n.startswith("allreduce bucket ")}
+assert len(buckets) >= 2, f"expected several buckets, got {sorted(buckets)}"
+for r in range(ranks):
+    for n in ["forward", "backward", "optimizer", *sorted(buckets)]:
+        assert count[(r, n)] == epochs, f"rank {r}: {count[(r, n)]} '{n}' events, expected {epochs}"
+print(f"trace: {len(events)} events, {len(buckets)} buckets, {ranks} ranks")
+PY
+  then pass "--trace on 3 ranks is valid JSON with every rank's events"
+  else fail "--trace on 3 ranks: $(head -c 300 "$d/trace.json")"
+  fi
+else
+  fail "--trace run exited non-zero: $(tail -3 "$d/log")"
+fi
+
 # --help lists every option and exits 0.
 if out=$("$BIN" --help); then
   for f in --epochs --batch-size --lr --optimizer --function --hidden --seed --sampling --log-every --out \
