@@ -260,6 +260,8 @@ void Reducer::progress_thread_main() {
 
 void Reducer::finish() {
   if (no_sync_) {  // accumulate: the next synchronised step reduces the sum
+    std::lock_guard<std::mutex> lock(mu_);  // the progress thread reads in_step_ under it
+    HDDP_CHECK(in_step_, "Reducer::finish without begin_step()");
     in_step_ = false;
     return;
   }

@@ -162,34 +162,41 @@ TEST(Reducer, OverlappedEqualsBlocking) {
 
 // no_sync: two half-batch backward passes accumulate locally; the second (synchronised) one
 // reduces the sum. With each half's loss scaled by 1/2 that equals one full-batch step.
+// Both progress modes: with a progress thread the unsynchronised step's end must be seen by it
+// (under the reducer's mutex) before the next step begins.
 TEST(Reducer, NoSyncAccumulationEqualsFullBatch) {
   const int rank = world_rank(), size = world_size();
   const Batch batch = global_batch(24 * size, 11);  // each rank: 24 rows, two halves of 12
   const Shard s = shard_of(batch.rows, rank, size);
-  auto run = [&](bool accumulate) {
-    Rng rng(77, 0);
-    Sequential<float> model(mlp(), 24, rng);
-    DistributedModel ddp(MPI_COMM_WORLD, model);
-    model.zero_grad();
-    const float* x = batch.x.data() + s.begin * 3;
-    const float* y = batch.y.data() + s.begin * 2;
-    if (!accumulate) {
-      model.forward(x, 24);
-      ddp.backward(y);
-    } else {
-      for (int half = 0; half < 2; ++half) {
-        const float* out = model.forward(x + half * 12 * 3, 12);
-        std::vector<float> dY(12 * 2);  // d/dY of mean over the full 24 x 2 values
-        for (int i = 0; i < 24; ++i) dY[i] = 2.0f * (out[i] - y[half * 24 + i]) / float(24 * 2);
-        ddp.reducer().set_no_sync(half == 0);
-        ddp.backward_from(dY.data());
+  for (Progress progress : {Progress::Test, Progress::Thread}) {
+    SCOPED_TRACE(progress == Progress::Test ? "progress test" : "progress thread");
+    auto run = [&](bool accumulate) {
+      Rng rng(77, 0);
+      Sequential<float> model(mlp(), 24, rng);
+      ReducerOptions opt;
+      opt.progress = progress;
+      DistributedModel ddp(MPI_COMM_WORLD, model, opt);
+      model.zero_grad();
+      const float* x = batch.x.data() + s.begin * 3;
+      const float* y = batch.y.data() + s.begin * 2;
+      if (!accumulate) {
+        model.forward(x, 24);
+        ddp.backward(y);
+      } else {
+        for (int half = 0; half < 2; ++half) {
+          const float* out = model.forward(x + half * 12 * 3, 12);
+          std::vector<float> dY(12 * 2);  // d/dY of mean over the full 24 x 2 values
+          for (int i = 0; i < 24; ++i) dY[i] = 2.0f * (out[i] - y[half * 24 + i]) / float(24 * 2);
+          ddp.reducer().set_no_sync(half == 0);
+          ddp.backward_from(dY.data());
+        }
       }
-    }
-    return std::vector<float>(model.grads(), model.grads() + model.num_params());
-  };
-  const std::vector<float> full = run(false), acc = run(true);
-  ASSERT_EQ(full.size(), acc.size());
-  for (size_t i = 0; i < full.size(); ++i) EXPECT_NEAR(acc[i], full[i], 1e-6 + 1e-5 * std::fabs(full[i])) << i;
+      return std::vector<float>(model.grads(), model.grads() + model.num_params());
+    };
+    const std::vector<float> full = run(false), acc = run(true);
+    ASSERT_EQ(full.size(), acc.size());
+    for (size_t i = 0; i < full.size(); ++i) EXPECT_NEAR(acc[i], full[i], 1e-6 + 1e-5 * std::fabs(full[i])) << i;
+  }
 }
 
 // A model that differs on one rank is refused on every rank, with the same message.
