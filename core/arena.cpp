@@ -6,6 +6,12 @@
 
 namespace hddp {
 
+const ParamView* view_containing(const std::vector<ParamView>& views, int64_t offset) {
+  for (const ParamView& v : views)
+    if (offset >= v.offset && offset < v.offset + v.size()) return &v;
+  return nullptr;
+}
+
 template <class T>
 size_t ParamArena<T>::add(std::string name, int64_t rows, int64_t cols) {
   HDDP_CHECK_ARG(!name.empty(), "ParamArena::add: empty parameter name");

@@ -22,6 +22,9 @@ struct ParamView {
   int64_t size() const { return rows * cols; }
 };
 
+// The view that holds arena element `offset` (for messages naming a parameter), or nullptr.
+const ParamView* view_containing(const std::vector<ParamView>& views, int64_t offset);
+
 template <class T>
 class ParamArena {
  public:

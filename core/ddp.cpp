@@ -1,6 +1,7 @@
 #include "core/ddp.h"
 
 #include "kernels/check.h"
+#include "kernels/elementwise.h"
 
 namespace hddp {
 
@@ -16,20 +17,33 @@ DistributedModel::DistributedModel(MPI_Comm comm, Sequential<float>& model, Redu
     : model_(model) {
   reducer_ = std::make_unique<Reducer>(comm, model.params(), model.grads(), model.num_params(),
                                        param_layout(model.param_views()), options, trace);
-  Reducer* r = reducer_.get();
-  model_.set_backward_hook([r](size_t, int64_t ready_from) { r->grads_ready_from(ready_from); });
+  model_.set_backward_hook([this](size_t, int64_t from) { grads_ready_from(from); });
 }
 
 DistributedModel::~DistributedModel() { model_.set_backward_hook(nullptr); }
 
-void DistributedModel::backward(const float* target) {
+void DistributedModel::grads_ready_from(int64_t from) {
+  if (check_finite_ && from < ready_from_) {
+    if (non_finite_at_ < 0 && !all_finite(ready_from_ - from, model_.grads() + from)) non_finite_at_ = from;
+    ready_from_ = from;
+  }
+  reducer_->grads_ready_from(from);  // launches the buckets that became ready
+}
+
+void DistributedModel::start_step() {
+  ready_from_ = model_.num_params();
+  non_finite_at_ = -1;
   reducer_->begin_step();
+}
+
+void DistributedModel::backward(const float* target) {
+  start_step();
   model_.backward(target);
   reducer_->finish();
 }
 
 void DistributedModel::backward_from(const float* dY) {
-  reducer_->begin_step();
+  start_step();
   model_.backward_from(dY);
   reducer_->finish();
 }

@@ -22,14 +22,30 @@ class DistributedModel {
                    Trace* trace = nullptr);
   ~DistributedModel();
 
+  DistributedModel(const DistributedModel&) = delete;  // the backward hook holds `this`
+  DistributedModel& operator=(const DistributedModel&) = delete;
+
   void backward(const float* target);      // MSE loss backward + reduction
   void backward_from(const float* dY);     // other losses
   Sequential<float>& model() { return model_; }
   Reducer& reducer() { return *reducer_; }
 
+  // The non-finite check: with it on, each layer's own gradients (local, not yet averaged) are
+  // checked for NaN/Inf as backward hands them to the reducer, before their bucket is launched.
+  // non_finite_at(): the arena offset of the first non-finite gradient of the last backward
+  // (in the layer backward reached first), or -1; view_containing() names its parameter.
+  void set_check_finite(bool on) { check_finite_ = on; }
+  int64_t non_finite_at() const { return non_finite_at_; }
+
  private:
+  void grads_ready_from(int64_t from);  // the model's backward hook
+  void start_step();
+
   Sequential<float>& model_;
   std::unique_ptr<Reducer> reducer_;
+  bool check_finite_ = false;
+  int64_t ready_from_ = 0;      // grads [ready_from_, num_params) are final in this backward
+  int64_t non_finite_at_ = -1;
 };
 
 // Rows [begin, begin + count) of a global batch of `global` rows that rank `rank` of `size`

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace hddp {
@@ -123,6 +126,20 @@ void axpy(int64_t n, T a, const T* x, T* y) {
 }
 
 template <class T>
+bool all_finite(int64_t n, const T* x) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr U kMagnitude = ~U(0) >> 1;                                    // all but the sign
+  constexpr U kExponent = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  U m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U b;
+    std::memcpy(&b, x + i, sizeof b);
+    m = std::max(m, U(b & kMagnitude));
+  }
+  return m < kExponent;
+}
+
+template <class T>
 void scale(int64_t n, T a, T* x) {
   for_range(n, n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) x[i] *= a;
@@ -176,6 +193,7 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const 
   template void scaled_diff<T>(int64_t, T, const T*, const T*, T*);                      \
   template void axpy<T>(int64_t, T, const T*, T*);                                       \
   template void scale<T>(int64_t, T, T*);                                                \
+  template bool all_finite<T>(int64_t, const T*);                                        \
   template void adam_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamHyper&); \
   template void sgd_update<T>(int64_t, T*, const T*, T*, int64_t, const SgdHyper&);
 HDDP_INSTANTIATE(float)

@@ -42,6 +42,11 @@ double sum_sq_diff(int64_t n, const T* a, const T* b);
 template <class T>
 void scaled_diff(int64_t n, T s, const T* a, const T* b, T* out);
 
+// True when none of x[0, n) is NaN or +-Inf: the largest magnitude bit pattern stays below the
+// exponent mask (an integer max, which vectorises; no branch per value, no FP flags raised).
+template <class T>
+bool all_finite(int64_t n, const T* x);
+
 // y += a * x
 template <class T>
 void axpy(int64_t n, T a, const T* x, T* y);

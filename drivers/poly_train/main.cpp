@@ -50,6 +50,7 @@
 #include "core/watchdog.h"
 #include "drivers/common/gnuplot.h"
 #include "drivers/common/line_log.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "poly_train/options.h"
 #include "poly_train/problem.h"
@@ -80,18 +81,6 @@ std::string user_message(const std::string& what) {
   if (p == std::string::npos) return what;
   const size_t q = what.find(": ", p + 5);
   return q == std::string::npos ? what : what.substr(q + 2);
-}
-
-// True when every value is finite: the max of the magnitude bits stays below the exponent
-// mask (integer max vectorises; no branch per value).
-bool all_finite(const float* x, int64_t n) {
-  uint32_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t b;
-    std::memcpy(&b, x + i, 4);
-    m = std::max(m, b & 0x7fffffffu);
-  }
-  return m < 0x7f800000u;
 }
 
 // The per-epoch lines (stdout, every rank) and rank 0's progress lines (stderr): they never
@@ -365,23 +354,12 @@ int run(Env& env, const Options& o) {
       std::fprintf(stderr, "poly_train: no checkpoint '%s' yet: starting from scratch\n", o.checkpoint.c_str());
   }
 
-  // Local gradient check: the backward hook sees each layer's own (not yet averaged)
-  // gradients [from, prev) just before they go to the reducer; it then does what
-  // DistributedModel's hook does (start the buckets that became ready).
+  // Local gradient check (before averaging, as each layer's gradients go to the reducer).
+  ddp.set_check_finite(true);
   const int64_t nparams = model.num_params();
-  int64_t hook_prev = nparams, bad_grad_at = -1;  // bad_grad_at: arena offset of a non-finite local gradient
-  hddp::Reducer& reducer = ddp.reducer();
-  model.set_backward_hook([&](size_t, int64_t from) {
-    if (from < hook_prev) {
-      if (bad_grad_at < 0 && !all_finite(model.grads() + from, hook_prev - from)) bad_grad_at = from;
-      hook_prev = from;
-    }
-    reducer.grads_ready_from(from);
-  });
   auto param_at = [&](int64_t off) {
-    for (const hddp::ParamView& v : model.param_views())
-      if (off >= v.offset && off < v.offset + v.size()) return v.name;
-    return std::string("?");
+    const hddp::ParamView* v = hddp::view_containing(model.param_views(), off);
+    return v ? v->name : std::string("?");
   };
 
   // Loss history on rank 0: [0, synced) of every rank is in `history`.
@@ -401,9 +379,9 @@ int run(Env& env, const Options& o) {
   // and optimizer state (identical everywhere) first: non-finite state is never saved.
   int64_t saved_epoch = start;
   auto state_finite = [&] {
-    if (!all_finite(model.params(), nparams)) return false;
+    if (!hddp::all_finite(nparams, model.params())) return false;
     for (const hddp::StateBuffer<float>& b : opt->state())
-      if (!all_finite(b.data, b.size)) return false;
+      if (!hddp::all_finite(b.size, b.data)) return false;
     return true;
   };
   auto write_checkpoint = [&](int64_t done) {
@@ -475,21 +453,20 @@ int run(Env& env, const Options& o) {
     model.forward(x.data(), local);
     const float loss = model.loss(y.data());
     const auto t1 = Clock::now();
-    hook_prev = nparams, bad_grad_at = -1;
     ddp.backward(y.data());
     const auto t2 = Clock::now();
 
     // Faults: local checks every epoch; the collective agreement every --check-every epochs,
     // at every checkpoint, at the last epoch, and at once when the averaged gradients (the
     // same on every rank) are not finite.
-    if (local_bad == INT64_MAX && (!std::isfinite(loss) || bad_grad_at >= 0)) {
+    if (local_bad == INT64_MAX && (!std::isfinite(loss) || ddp.non_finite_at() >= 0)) {
       local_bad = epoch * size + rank;
       char why[200];
       if (!std::isfinite(loss)) std::snprintf(why, sizeof why, "loss = %g", double(loss));
-      else std::snprintf(why, sizeof why, "gradient of '%s' not finite", param_at(bad_grad_at).c_str());
+      else std::snprintf(why, sizeof why, "gradient of '%s' not finite", param_at(ddp.non_finite_at()).c_str());
       local_reason = why;
     }
-    const bool avg_bad = !all_finite(model.grads(), nparams);
+    const bool avg_bad = !hddp::all_finite(nparams, model.grads());
     const bool ckpt_now = o.checkpoint_every > 0 && (epoch + 1) % o.checkpoint_every == 0;
     int stop_sig = 0;
     if (avg_bad || ckpt_now || epoch == next_check || epoch + 1 == o.epochs) {

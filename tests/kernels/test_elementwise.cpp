@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -150,6 +151,29 @@ TYPED_TEST(Elementwise, SgdMomentumNesterov) {
 }
 
 // Above the threshold the loops run in parallel; the results must not depend on it.
+// all_finite: every size, one bad value at the first, a middle and the last position, each
+// kind of non-finite value (both signs, quiet and signalling NaN); the extremes that are finite.
+TYPED_TEST(Elementwise, AllFiniteFindsEveryKindOfBadValueAnywhere) {
+  using T = TypeParam;
+  using L = std::numeric_limits<T>;
+  const T bad[] = {L::quiet_NaN(), -L::quiet_NaN(), L::signaling_NaN(), L::infinity(), -L::infinity()};
+  for (int64_t n : kSizes) {
+    std::vector<T> x = randv<T>(n, 9);
+    EXPECT_TRUE(all_finite(n, x.data())) << n;
+    if (n == 0) continue;
+    x[0] = L::max(), x[n - 1] = -L::max();
+    if (n > 2) x[n / 2] = L::denorm_min();
+    EXPECT_TRUE(all_finite(n, x.data())) << n;
+    for (int64_t at : {int64_t(0), n / 2, n - 1})
+      for (T b : bad) {
+        std::vector<T> y = x;
+        y[at] = b;
+        EXPECT_FALSE(all_finite(n, y.data())) << "n " << n << ", " << b << " at " << at;
+        EXPECT_TRUE(all_finite(at, y.data())) << "only the values before it";
+      }
+  }
+}
+
 TEST(ElementwiseThreads, IdenticalForOneAndTwoThreads) {
   const int saved = omp_get_max_threads();
   const int64_t M = 600, N = 300;
