@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,38 @@ TEST(Reducer, NoSyncAccumulationEqualsFullBatch) {
     const std::vector<float> full = run(false), acc = run(true);
     ASSERT_EQ(full.size(), acc.size());
     for (size_t i = 0; i < full.size(); ++i) EXPECT_NEAR(acc[i], full[i], 1e-6 + 1e-5 * std::fabs(full[i])) << i;
+  }
+}
+
+// The non-finite check: an Inf in one rank's loss gradient is found in that rank's local
+// gradients of the layer backward reaches first (the last Linear, "4.weight"), before
+// averaging spreads it; the other ranks' own gradients are finite; off, nothing is reported.
+TEST(Reducer, NonFiniteCheckNamesTheRankAndLayer) {
+  const int rank = world_rank(), size = world_size();
+  const Batch batch = global_batch(8, 5);
+  for (bool check : {true, false}) {
+    Rng rng(3, 0);
+    Sequential<float> model(mlp(), 8, rng);
+    DistributedModel ddp(MPI_COMM_WORLD, model);
+    ddp.set_check_finite(check);
+    model.zero_grad();
+    const float* out = model.forward(batch.x.data(), 8);
+    std::vector<float> dY(8 * 2);
+    for (int i = 0; i < 16; ++i) dY[i] = out[i] - batch.y[i];
+    ddp.backward_from(dY.data());
+    EXPECT_EQ(ddp.non_finite_at(), -1) << "all finite";
+    if (rank == size - 1) dY[3] = std::numeric_limits<float>::infinity();
+    model.zero_grad();
+    model.forward(batch.x.data(), 8);
+    ddp.backward_from(dY.data());
+    if (check && rank == size - 1) {
+      ASSERT_GE(ddp.non_finite_at(), 0);
+      const ParamView* v = view_containing(model.param_views(), ddp.non_finite_at());
+      ASSERT_NE(v, nullptr);
+      EXPECT_EQ(v->name, "4.weight");
+    } else {
+      EXPECT_EQ(ddp.non_finite_at(), -1) << (check ? "a rank with finite local gradients" : "check off");
+    }
   }
 }
 
