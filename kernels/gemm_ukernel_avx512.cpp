@@ -43,10 +43,10 @@ struct Vec<double> {
   static void storeu(double* p, R x) { _mm512_storeu_pd(p, x); }
 };
 
-// MR rows x NV registers of L lanes; the loops over i and v are fully unrolled, so acc stays
-// in registers (checked with objdump: no stack traffic in the k loop).
 constexpr int kPrefetchA = 16;  // k iterations: 16 x MR x 4 B = 768 B ahead for float
 
+// MR rows x NV registers of L lanes; the loops over i and v are fully unrolled, so acc stays
+// in registers (checked with objdump: no stack traffic in the k loop).
 template <class T, int MR, int NV>
 void ukernel_avx512(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
   using V = Vec<T>;
