@@ -76,13 +76,14 @@
 #include <string>
 #include <vector>
 
-#include "core/ddp.h"
 #include "core/model.h"
-#include "core/mpi_env.h"
 #include "core/optim.h"
-#include "core/reducer.h"
 #include "core/rng.h"
-#include "core/watchdog.h"
+#include "core/util.h"
+#include "distributed/ddp.h"
+#include "distributed/mpi_env.h"
+#include "distributed/reducer.h"
+#include "distributed/watchdog.h"
 #include "kernels/gemm.h"
 
 namespace {
@@ -92,13 +93,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t h = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + h, v.end());
-  if (v.size() % 2) return v[h];
-  return 0.5 * (v[h] + *std::max_element(v.begin(), v.begin() + h));
-}
 
 int world_size() {
   int s = 1;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The stall watchdog's cost (poly_train --timeout, core/watchdog.h), side by side in one run:
+# The stall watchdog's cost (poly_train --timeout, distributed/watchdog.h), side by side in one run:
 #   1. the tutorial's step: poly_train with --timeout 300 (the default) and --timeout 0 (off),
 #      alternating short runs (PAIRS pairs of EPOCHS epochs, the order flipped every pair), per
 #      rank count; the per-pair ratio of us/step, median over pairs;

@@ -19,12 +19,13 @@ endfunction()
 
 # hddp_library(<folder> SOURCES ... HEADERS ...): target hddp_<folder>, alias hddp::<folder>,
 # exported as hddp::<folder>; headers install to include/hddp/<folder>/, so consumers write
-# #include "kernels/gemm.h" exactly as the project does.
+# #include "kernels/gemm.h" exactly as the project does. C++20 reaches every consumer.
 function(hddp_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;HEADERS" ${ARGN})
   add_library(hddp_${name} ${ARG_SOURCES})
   add_library(hddp::${name} ALIAS hddp_${name})
   set_target_properties(hddp_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME hddp_${name})
+  target_compile_features(hddp_${name} PUBLIC cxx_std_20)  # consumers compile as C++20 too
   target_include_directories(hddp_${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/hddp>)

@@ -66,9 +66,11 @@ void save_checkpoint(const std::string& path, const ParamArena<float>& params, O
   save_state<float>(path, params, &opt, meta);
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
+Checkpoint read_checkpoint(const std::string& path) { return parse_checkpoint(read_file(path), path); }
+
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   Checkpoint c;
-  c.file = read_tensor_file(path);
+  c.file = parse_tensor_file(bytes, path);
   const Meta& m = c.file.meta;
   HDDP_CHECK(m.count("ckpt.version"), "'" << path << "' is an hddp tensor file but not a training checkpoint "
                                              "(no 'ckpt.version' entry; saved by save_state?)");

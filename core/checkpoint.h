@@ -25,7 +25,7 @@
 // Readers ignore other "ckpt." keys, so a later version can add entries; a change to the
 // meaning of these is a new ckpt.version, which this build refuses.
 //
-// Errors: read_checkpoint and restore_checkpoint throw hddp::Error (kernels/check.h) naming
+// Errors: read_checkpoint, parse_checkpoint and restore_checkpoint throw hddp::Error (kernels/check.h) naming
 // the file and the problem, for any file that is not a well-formed version-1 checkpoint: not
 // an .hddp file, truncated, trailing bytes, checksum mismatch, unknown file or checkpoint
 // version, missing or malformed ckpt.* entries, parameters or optimizer state that do not
@@ -70,6 +70,9 @@ struct Checkpoint {
 // Reads path and checks the file format and every ckpt.* entry (not yet the model: see
 // restore_checkpoint). Throws hddp::Error as described above.
 Checkpoint read_checkpoint(const std::string& path);
+// The same from the file's bytes (path names it in messages). A resume reads the file once on
+// rank 0 and sends the bytes to every rank; each parses and restores from the same bytes.
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
 
 // What differs between a checkpoint's run and this one: "" when nothing does, else one
 // "<name>: <in the checkpoint> in the checkpoint, <now> now" clause per difference, joined

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <set>
 
+#include "core/util.h"
 #include "kernels/check.h"
 
 namespace hddp {
@@ -56,56 +57,8 @@ struct Cursor {
   }
 };
 
-void write_all_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  HDDP_CHECK(fd >= 0, "cannot create '" << tmp << "': " << std::strerror(errno));
-  auto fail = [&](const char* what) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    HDDP_CHECK(false, "cannot save '" << path << "': " << what << " failed: " << std::strerror(e));
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail("write");
-    }
-    done += size_t(w);
-  }
-  if (::fsync(fd) != 0) fail("fsync");
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    HDDP_CHECK(false, "cannot save '" << path << "': close failed: " << std::strerror(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    HDDP_CHECK(false, "cannot save '" << path << "': rename from '" << tmp << "' failed: " << std::strerror(e));
-  }
-  // Make the rename itself durable (best effort: some file systems refuse fsync on a directory).
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 }  // namespace
 
-uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 const char* to_string(DType d) {
   switch (d) {
@@ -170,15 +123,12 @@ void write_tensor_file(const std::string& path, DType dtype, const std::vector<T
   const uint64_t total = out.size() + kChecksumBytes;
   std::memcpy(out.data() + 8, &total, 8);
   put(out, fnv1a64(out.data(), out.size()));
-  write_all_atomic(path, out);
+  write_file_atomic(path, out);
 }
 
-TensorFile read_tensor_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HDDP_CHECK(in, "cannot open '" << path << "': " << std::strerror(errno));
-  std::string buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  HDDP_CHECK(!in.bad(), "cannot read '" << path << "'");
+TensorFile read_tensor_file(const std::string& path) { return parse_tensor_file(read_file(path), path); }
 
+TensorFile parse_tensor_file(const std::string& buf, const std::string& path) {
   HDDP_CHECK(buf.size() >= 4 && std::memcmp(buf.data(), kFileMagic, 4) == 0,
              "'" << path << "' is not an hddp tensor file (its first bytes are not \"HDDP\")");
   HDDP_CHECK(buf.size() >= kHeaderBytes + kChecksumBytes,

@@ -34,6 +34,7 @@
 
 #include "core/arena.h"
 #include "core/optim.h"
+#include "core/util.h"  // fnv1a64: the format's checksum
 
 namespace hddp {
 
@@ -75,6 +76,9 @@ struct TensorFile {
 void write_tensor_file(const std::string& path, DType dtype, const std::vector<TensorRef>& tensors,
                        const Meta& meta);
 TensorFile read_tensor_file(const std::string& path);
+// The same from the file's bytes, already read (path only names it in messages): a file read
+// once and sent to every rank parses the same everywhere.
+TensorFile parse_tensor_file(const std::string& bytes, const std::string& path);
 
 // Model level. save_state writes one tensor per arena view (its name and shape), then, with
 // an optimizer, one tensor "optim.<buffer>" of shape 1 x n per optimizer state buffer, and
@@ -95,8 +99,5 @@ void load_state(const std::string& path, ParamArena<T>& params, Optimizer<T>* op
 template <class T>
 void load_state(const TensorFile& file, const std::string& path, ParamArena<T>& params,
                 Optimizer<T>* opt = nullptr, Meta* extra = nullptr);
-
-// FNV-1a 64 of bytes, continuing from h (the checksum of the format).
-uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL);
 
 }  // namespace hddp

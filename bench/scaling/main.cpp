@@ -25,7 +25,7 @@
 #include <tuple>
 
 #include "common.h"
-#include "core/mpi_env.h"
+#include "distributed/mpi_env.h"
 #include "drivers/common/gnuplot.h"
 #include "kernels/gemm.h"
 #include "plots.h"

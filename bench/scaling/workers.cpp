@@ -16,11 +16,12 @@
 #include <random>
 
 #include "common.h"
-#include "core/bucket_autosize.h"
-#include "core/ddp.h"
-#include "core/mpi_env.h"
 #include "core/optim.h"
 #include "core/rng.h"
+#include "core/util.h"
+#include "distributed/bucket_autosize.h"
+#include "distributed/ddp.h"
+#include "distributed/mpi_env.h"
 
 namespace scaling {
 
@@ -77,12 +78,6 @@ double cpu_seconds() {
 }
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // --key value pairs after "--worker KIND".
 std::map<std::string, std::string> worker_args(int argc, char** argv) {
@@ -327,7 +322,7 @@ int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& 
   const size_t kFields = 6;
   std::vector<double> mine, all;
   for (const Run& r : runs)
-    for (const auto* v : {&r.fwd, &r.bwd, &r.optim, &r.step, &r.comm, &r.exposed}) mine.push_back(median(*v));
+    for (const auto* v : {&r.fwd, &r.bwd, &r.optim, &r.step, &r.comm, &r.exposed}) mine.push_back(hddp::median(*v));
   all.resize(rank == 0 ? mine.size() * size_t(size) : 0);
   HDDP_MPI(MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, env.comm()));
   if (rank != 0) return 0;

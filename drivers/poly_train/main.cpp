@@ -38,16 +38,16 @@
 #include <thread>
 #include <vector>
 
-#include "core/affinity.h"
-#include "core/bucket_autosize.h"
 #include "core/checkpoint.h"
-#include "core/ddp.h"
-#include "core/mpi_env.h"
 #include "core/optim.h"
 #include "core/rng.h"
 #include "core/scaler.h"
 #include "core/trace.h"
-#include "core/watchdog.h"
+#include "distributed/affinity.h"
+#include "distributed/bucket_autosize.h"
+#include "distributed/ddp.h"
+#include "distributed/mpi_env.h"
+#include "distributed/watchdog.h"
 #include "drivers/common/gnuplot.h"
 #include "drivers/common/line_log.h"
 #include "kernels/elementwise.h"
@@ -203,7 +203,7 @@ int run(Env& env, const Options& o) {
       return poly::kExitUsage;
     }
 
-  // Placement (core/affinity.h): where every rank's threads run. Rank 0 warns about ranks that
+  // Placement (distributed/affinity.h): where every rank's threads run. Rank 0 warns about ranks that
   // take turns on the same cores (a step then runs hundreds of times slower), and prints the
   // whole report with --report-affinity.
   const std::vector<hddp::RankPlacement> placement = hddp::gather_placement(env.comm());
@@ -302,7 +302,7 @@ int run(Env& env, const Options& o) {
   hddp::Watchdog watchdog(env.comm(), wopt);
   ropt.watchdog = &watchdog;
   if (o.bucket_mb_auto) {
-    // Bucket auto-sizing (core/bucket_autosize.h): a few allreduces and a warm-up
+    // Bucket auto-sizing (distributed/bucket_autosize.h): a few allreduces and a warm-up
     // forward/backward on a batch from its own stream (the training samples and parameters are
     // untouched); rank 0 decides, every rank builds the same buckets.
     hddp::Rng warm(o.seed, 1000 + uint64_t(rank));

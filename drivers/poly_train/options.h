@@ -29,14 +29,14 @@ struct Options {
   std::string out = ".";
   bool plot = true;
   double bucket_mb = 25, first_bucket_mb = 1;
-  bool bucket_mb_auto = false, first_bucket_mb_auto = false;  // "auto": core/bucket_autosize.h
+  bool bucket_mb_auto = false, first_bucket_mb_auto = false;  // "auto": distributed/bucket_autosize.h
   bool overlap = true;
   std::string progress = "test";       // test | thread
   int threads = 0;                     // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else cores
   std::string gemm;                    // empty: HDDP_GEMM or blocked
   std::string trace;                   // Chrome-trace JSON path ("" = off)
   bool stats = false;
-  bool report_affinity = false;        // print every rank's placement at start (core/affinity.h)
+  bool report_affinity = false;        // print every rank's placement at start (distributed/affinity.h)
   bool help = false;
 
   // Faults: checkpoint/resume, signals, non-finite values (README "Faults"; --help).
@@ -44,7 +44,7 @@ struct Options {
   int64_t checkpoint_every = 0;        // epochs between checkpoints (0: only at the end and on a signal)
   bool resume = false;                 // continue from --checkpoint when it exists
   int64_t check_every = 0;             // epochs between the ranks' agreement on signals / NaN (0: ~5 ms)
-  double timeout = 300;                // stall watchdog (core/watchdog.h): seconds a collective may wait; 0: off
+  double timeout = 300;                // stall watchdog (distributed/watchdog.h): seconds a collective may wait; 0: off
 
   // Debugging (tests): make rank `rank` see a NaN input, or throw, at epoch `epoch` (0-based).
   struct Inject {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# poly_train's placement report and warnings (core/affinity.h) under plain mpiexec:
+# poly_train's placement report and warnings (distributed/affinity.h) under plain mpiexec:
 #   1. a bad placement - both ranks pinned to CPU 0 through the environment (OMP_PLACES={0}
 #      OMP_PROC_BIND=true under --bind-to none) - makes rank 0 warn, naming both ranks;
 #   2. the good one (mpiexec --map-by slot:PE=1 --bind-to core, OMP_PLACES=cores

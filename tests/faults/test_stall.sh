@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The stall watchdog (--timeout, core/watchdog.h):
+# The stall watchdog (--timeout, distributed/watchdog.h):
 #   stop-middle / stop-rank0   kill -STOP of rank 1 / rank 0 with --timeout 5: the job ends with
 #                              exit code 4, the report names the stopped rank, the checkpoint
 #                              written before is byte-identical afterwards, and --resume from it

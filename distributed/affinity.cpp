@@ -1,4 +1,4 @@
-#include "core/affinity.h"
+#include "distributed/affinity.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/mpi_env.h"
+#include "distributed/mpi_env.h"
 #include "kernels/check.h"
 
 namespace hddp {

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "core/ddp.h"
-#include "core/mpi_env.h"
-#include "tests/mpi/mpi_testing.h"
 #include "core/optim.h"
 #include "core/rng.h"
+#include "distributed/ddp.h"
+#include "distributed/mpi_env.h"
+#include "tests/distributed/mpi_testing.h"
 
 using namespace hddp;
 
@@ -50,7 +50,7 @@ struct Config {
   int64_t cap_bytes, first_cap_bytes;
   bool overlap;
   Progress progress;
-  bool watchdog = false;  // wait through a stall watchdog (core/watchdog.h)
+  bool watchdog = false;  // wait through a stall watchdog (distributed/watchdog.h)
 };
 
 // Every cap shape the issue asks for: one bucket per parameter, one for everything, a cap that

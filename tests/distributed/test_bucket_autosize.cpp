@@ -1,4 +1,4 @@
-// Bucket auto-sizing (core/bucket_autosize.h), the pure part: the alpha-beta fit, the
+// Bucket auto-sizing (distributed/bucket_autosize.h), the pure part: the alpha-beta fit, the
 // predicted reducer timeline, the candidate caps and the choice, on synthetic inputs.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "core/bucket_autosize.h"
+#include "distributed/bucket_autosize.h"
 
 namespace {
 

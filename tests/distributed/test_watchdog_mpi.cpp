@@ -1,4 +1,4 @@
-// The stall watchdog (core/watchdog.h) under mpiexec with 1, 2 and 3 ranks: waits that end
+// The stall watchdog (distributed/watchdog.h) under mpiexec with 1, 2 and 3 ranks: waits that end
 // normally are untouched, a late rank below the timeout is no stall, and a SIGCONT (every
 // rank "stopped and continued") with no stall behind it changes nothing. A real stall
 // ends the job, so it is tested through the driver (tests/faults/test_stall.sh).
@@ -9,9 +9,9 @@
 #include <csignal>
 #include <vector>
 
-#include "core/mpi_env.h"
-#include "tests/mpi/mpi_testing.h"
-#include "core/watchdog.h"
+#include "distributed/mpi_env.h"
+#include "distributed/watchdog.h"
+#include "tests/distributed/mpi_testing.h"
 
 using namespace hddp;
 

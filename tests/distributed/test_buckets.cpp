@@ -1,8 +1,8 @@
 // Bucket assignment: a pure function, tested without MPI.
 #include <gtest/gtest.h>
 
-#include "core/buckets.h"
-#include "core/ddp.h"
+#include "distributed/buckets.h"
+#include "distributed/ddp.h"
 
 using namespace hddp;
 

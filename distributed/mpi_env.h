@@ -3,6 +3,7 @@
 // Works without mpiexec too: a plain process is an MPI singleton (world size 1).
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,6 +28,13 @@ const char* thread_level_name(int level);
 // "0, 2, 5-9": ascending ranks, runs of three or more as ranges (a message about 1024 ranks
 // stays one line).
 std::string rank_list(const std::vector<int>& ranks);
+
+// MPI_Bcast of n elements of `type` from `root`, in chunks of at most 2^30 (MPI counts are
+// int), so arenas of any size go in one call.
+void bcast_chunked(void* data, int64_t n, MPI_Datatype type, int root, MPI_Comm comm);
+
+// A string from `root` to every rank (its length first); returns it on every rank.
+std::string bcast_string(std::string s, int root, MPI_Comm comm);
 
 class Env {
  public:

@@ -1,12 +1,12 @@
-// The stall watchdog's report (core/watchdog.h): who did not arrive, where the others wait.
-// The roll call itself runs under mpiexec (tests/mpi/test_watchdog.cpp, tests/faults/test_stall.sh).
+// The stall watchdog's report (distributed/watchdog.h): who did not arrive, where the others wait.
+// The roll call itself runs under mpiexec (tests/distributed/test_watchdog_mpi.cpp, tests/faults/test_stall.sh).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "core/watchdog.h"
+#include "distributed/watchdog.h"
 
 using namespace hddp;
 

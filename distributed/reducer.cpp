@@ -1,4 +1,4 @@
-#include "core/reducer.h"
+#include "distributed/reducer.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -9,7 +9,8 @@
 #include <sstream>
 #include <vector>
 
-#include "core/mpi_env.h"
+#include "core/util.h"
+#include "distributed/mpi_env.h"
 #include "kernels/elementwise.h"
 #include "kernels/progress.h"
 
@@ -57,13 +58,10 @@ namespace {
 
 // FNV-1a over the layout: names and sizes.
 uint64_t layout_hash(const std::vector<ParamSlice>& layout) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
-  };
+  uint64_t h = fnv1a64(nullptr, 0);
   for (const ParamSlice& s : layout) {
-    mix(s.name.data(), s.name.size());
-    mix(&s.size, sizeof s.size);
+    h = fnv1a64(s.name.data(), s.name.size(), h);
+    h = fnv1a64(&s.size, sizeof s.size, h);
   }
   return h;
 }

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "core/model.h"
-#include "core/reducer.h"
+#include "distributed/reducer.h"
 
 namespace hddp {
 

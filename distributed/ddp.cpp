@@ -1,4 +1,4 @@
-#include "core/ddp.h"
+#include "distributed/ddp.h"
 
 #include "kernels/check.h"
 #include "kernels/elementwise.h"

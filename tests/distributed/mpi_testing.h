@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the GoogleTest suites that run under mpiexec (tests/mpi/*.cpp).
+// Helpers shared by the GoogleTest suites that run under mpiexec (tests/distributed/*_mpi.cpp).
 #include <mpi.h>
 
 namespace hddp::testing {

@@ -1,7 +1,8 @@
-#include "core/mpi_env.h"
+#include "distributed/mpi_env.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
 #include <iostream>
@@ -25,6 +26,23 @@ std::string rank_list(const std::vector<int>& ranks) {
     if (j > i) s += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
     i = j + 1;
   }
+  return s;
+}
+
+void bcast_chunked(void* data, int64_t n, MPI_Datatype type, int root, MPI_Comm comm) {
+  constexpr int64_t kChunk = int64_t(1) << 30;
+  int type_size = 0;
+  HDDP_MPI(MPI_Type_size(type, &type_size));
+  char* p = static_cast<char*>(data);
+  for (int64_t off = 0; off < n; off += kChunk)
+    HDDP_MPI(MPI_Bcast(p + off * type_size, static_cast<int>(std::min(n - off, kChunk)), type, root, comm));
+}
+
+std::string bcast_string(std::string s, int root, MPI_Comm comm) {
+  int64_t len = static_cast<int64_t>(s.size());
+  HDDP_MPI(MPI_Bcast(&len, 1, MPI_INT64_T, root, comm));
+  s.resize(static_cast<size_t>(len));
+  bcast_chunked(s.data(), len, MPI_CHAR, root, comm);
   return s;
 }
 

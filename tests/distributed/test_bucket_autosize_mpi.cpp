@@ -1,4 +1,4 @@
-// Bucket auto-sizing, the MPI part (core/bucket_autosize.h): the start-up measurement runs
+// Bucket auto-sizing, the MPI part (distributed/bucket_autosize.h): the start-up measurement runs
 // identically on every rank and every rank ends with rank 0's caps.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -7,10 +7,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/bucket_autosize.h"
-#include "core/ddp.h"
 #include "core/model.h"
 #include "core/rng.h"
+#include "distributed/bucket_autosize.h"
+#include "distributed/ddp.h"
 
 namespace {
 

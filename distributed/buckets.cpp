@@ -1,4 +1,4 @@
-#include "core/buckets.h"
+#include "distributed/buckets.h"
 
 #include "kernels/check.h"
 

@@ -1,4 +1,4 @@
-#include "core/watchdog.h"
+#include "distributed/watchdog.h"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <deque>
 #include <thread>
 
-#include "core/mpi_env.h"
+#include "distributed/mpi_env.h"
 
 namespace hddp {
 

@@ -1,6 +1,6 @@
 #pragma once
 // Data-parallel gradient reducer (PyTorch DDP's Reducer, in small): one MPI rank per node,
-// gradients grouped in buckets (core/buckets.h), one MPI_Iallreduce per bucket started as soon
+// gradients grouped in buckets (distributed/buckets.h), one MPI_Iallreduce per bucket started as soon
 // as backward has finished every gradient in it, so communication overlaps the backward pass
 // of the earlier layers.
 //
@@ -34,9 +34,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/buckets.h"
 #include "core/trace.h"
-#include "core/watchdog.h"
+#include "distributed/buckets.h"
+#include "distributed/watchdog.h"
 
 namespace hddp {
 
@@ -65,7 +65,7 @@ struct ReducerOptions {
   // that (master) thread to one place at start-up, so the progress thread shares its core.
   // spare_progress_cpu() picks the place OpenMP leaves free.
   int progress_cpu = -1;
-  // Waits on the buckets with a deadline (core/watchdog.h); must outlive the reducer. Null or
+  // Waits on the buckets with a deadline (distributed/watchdog.h); must outlive the reducer. Null or
   // disabled: MPI_Wait and, without overlap, MPI_Allreduce. With an enabled watchdog the
   // blocking mode runs each bucket as MPI_Iallreduce (same libnbc algorithm) waited at once.
   Watchdog* watchdog = nullptr;

@@ -1,4 +1,4 @@
-// Placement (core/affinity.h): CPU lists, the report line, and the warnings on made-up
+// Placement (distributed/affinity.h): CPU lists, the report line, and the warnings on made-up
 // placements. The real thing under mpiexec: tests/drivers/test_affinity.sh; under Slurm:
 // tests/slurm/test_slurm_local.sh.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/affinity.h"
+#include "distributed/affinity.h"
 #include "kernels/check.h"
 
 using namespace hddp;

@@ -1,0 +1,26 @@
+#pragma once
+// Small helpers the whole tree shares, each defined once here (no MPI): an atomic file write,
+// a whole-file read, the FNV-1a 64 hash, a median.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hddp {
+
+// Writes `bytes` to `path` so that readers see the old file or the new one, never a part:
+// a temporary file beside it (path.tmp.<pid>), fsync, rename, then (best effort) fsync of the
+// directory. Throws hddp::Error naming the path and the failing call; the temporary file is
+// removed on failure.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// The whole file. Throws hddp::Error naming the path if it cannot be opened or read.
+std::string read_file(const std::string& path);
+
+// FNV-1a 64 of bytes, continuing from h (the offset basis by default).
+uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL);
+
+// The median (mean of the two middle values for an even count); NaN for an empty vector.
+double median(std::vector<double> v);
+
+}  // namespace hddp

@@ -1,0 +1,68 @@
+// The shared helpers (core/util.h): median, FNV-1a 64 against the reference vectors, the atomic
+// write and whole-file read.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/util.h"
+#include "kernels/check.h"
+#include "tests/common/testing.h"
+
+using namespace hddp;
+
+namespace {
+
+class Util : public hddp::testing_util::TempDirTest {};
+
+TEST(UtilMedian, OddEvenEmptyAndUnsorted) {
+  EXPECT_TRUE(std::isnan(median({})));
+  EXPECT_EQ(median({5}), 5.0);
+  EXPECT_EQ(median({3, 1, 2}), 2.0);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(median({1, 1e9, -1e9, 7, 7}), 7.0);
+}
+
+TEST(UtilFnv, ReferenceVectors) {
+  // FNV-1a 64 test vectors (Fowler/Noll/Vo reference: "" and "a", "foobar").
+  EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(fnv1a64("foobar", 6), 0x85944171f73967e8ULL);
+  EXPECT_EQ(fnv1a64("bar", 3, fnv1a64("foo", 3)), fnv1a64("foobar", 6)) << "continues from h";
+}
+
+TEST_F(Util, AtomicWriteReplacesAndLeavesNoTemporary) {
+  const std::string p = path("f.bin");
+  const std::string bytes("a\0b\nc", 5);
+  write_file_atomic(p, bytes);
+  EXPECT_EQ(read_file(p), bytes);
+  write_file_atomic(p, "second");
+  EXPECT_EQ(read_file(p), "second");
+  write_file_atomic(p, "");
+  EXPECT_EQ(read_file(p), "");
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    ++entries;
+    EXPECT_EQ(e.path().filename(), "f.bin");
+  }
+  EXPECT_EQ(entries, 1);
+}
+
+TEST_F(Util, ErrorsNameThePath) {
+  try {
+    read_file(path("absent"));
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent"), std::string::npos) << e.what();
+  }
+  try {
+    write_file_atomic(path("no/such/dir/f"), "x");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no/such/dir/f"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
