@@ -34,9 +34,9 @@
 //                                       compute alone (no MPI at all), comm + compute. Strategies:
 //                                         none            Iallreduce, compute, Wait
 //                                         mpi_test        MPI_Test after every GEMM (~50 us)
-//                                         reducer_test    Reducer, Progress::Test: progress()
+//                                         reducer_test    Reducer, ReduceMode::Test: progress()
 //                                                         after every GEMM + the GEMM hook
-//                                         reducer_thread  Reducer, Progress::Thread
+//                                         reducer_thread  Reducer, ReduceMode::Thread
 //                                       overlap_pct = 100 (1 - (overall - compute) / pure), the
 //                                       OSU formula with `compute` from the run WITHOUT
 //                                       communication (medians per rank, averaged over ranks);
@@ -46,7 +46,7 @@
 //                                       rank batch <batch>, bucket cap <MiB> (first bucket
 //                                       1 MiB); each iteration runs one step of each of six
 //                                       models in rotating order: local (no reducer), blocking,
-//                                       test / thread (overlapped, Progress::Test / ::Thread,
+//                                       test / thread (overlapped, ReduceMode::Test / ::Thread,
 //                                       the reducer's default libnbc algorithm) and
 //                                       test_binomial / thread_binomial (libnbc's binomial),
 //                                       test_watchdog / blocking_watchdog (the stall watchdog on,
@@ -82,6 +82,7 @@
 #include "core/util.h"
 #include "distributed/ddp.h"
 #include "distributed/mpi_env.h"
+#include "distributed/nbc_algorithm.h"
 #include "distributed/reducer.h"
 #include "distributed/watchdog.h"
 #include "kernels/gemm.h"
@@ -114,56 +115,10 @@ double max_over_ranks(double v) {
 
 void barrier() { HDDP_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
 
-// Open MPI's coll/libnbc iallreduce algorithm, the MCA variable coll_libnbc_iallreduce_algorithm
-// read and written through MPI_T: 0 = libnbc's own choice (the binomial tree for every in-place
-// call and below 4 ranks), 1 ring, 2 binomial, 3 rabenseifner, 4 recursive doubling.
-// NbcAlgorithm(a) sets it for its lifetime - the raw MPI_Iallreduce calls of one benchmark -
-// unless the environment already set it (then that value stays and current() reports it).
-constexpr int kBinomial = 2, kRabenseifner = 3;
+// libnbc's iallreduce algorithm (distributed/nbc_algorithm.h): one guard per benchmark sets it
+// for the raw MPI_Iallreduce calls, unless the environment already set it.
+constexpr int kBinomial = kNbcBinomial, kRabenseifner = kNbcRabenseifner;
 const char* nbc_name(int a) { return a == kBinomial ? "binomial" : a == kRabenseifner ? "rabenseifner" : "?"; }
-
-class NbcAlgorithm {
- public:
-  explicit NbcAlgorithm(int algorithm) {
-    // MPI_T at the thread level MPI already provides: Open MPI lowers MPI_Query_thread's
-    // answer to the level MPI_T is initialised with.
-    int level = 0, provided = 0, index = -1, count = 0;
-    HDDP_MPI(MPI_Query_thread(&level));
-    if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return;
-    mpi_t_ = true;
-    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS) return;
-    if (MPI_T_cvar_handle_alloc(index, nullptr, &h_, &count) != MPI_SUCCESS) {
-      h_ = MPI_T_CVAR_HANDLE_NULL;
-      return;
-    }
-    ours_ = count == 1 && MPI_T_cvar_read(h_, &saved_) == MPI_SUCCESS && saved_ == 0;
-    if (algorithm != 0) set(algorithm);
-  }
-  // Switches the algorithm (when the environment left the variable to us); false otherwise.
-  bool set(int algorithm) {
-    if (!ours_ || MPI_T_cvar_write(h_, &algorithm) != MPI_SUCCESS) return false;
-    set_ = true;
-    return true;
-  }
-  ~NbcAlgorithm() {
-    if (set_) MPI_T_cvar_write(h_, &saved_);
-    if (h_ != MPI_T_CVAR_HANDLE_NULL) MPI_T_cvar_handle_free(&h_);
-    if (mpi_t_) MPI_T_finalize();
-  }
-  NbcAlgorithm(const NbcAlgorithm&) = delete;
-  NbcAlgorithm& operator=(const NbcAlgorithm&) = delete;
-  // The value in force: "n/a" on an MPI without the variable.
-  std::string current() {
-    int v = -1;
-    if (h_ == MPI_T_CVAR_HANDLE_NULL || MPI_T_cvar_read(h_, &v) != MPI_SUCCESS) return "n/a";
-    return std::to_string(v);
-  }
-
- private:
-  MPI_T_cvar_handle h_ = MPI_T_CVAR_HANDLE_NULL;
-  int saved_ = 0;
-  bool mpi_t_ = false, ours_ = false, set_ = false;
-};
 
 std::string size_name(int64_t bytes) {
   if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
@@ -177,12 +132,11 @@ int64_t iterations_for(int64_t bytes, double budget, int64_t lo, int64_t hi) {
 }
 
 // One bucket covering n floats: caps at least the whole size.
-ReducerOptions one_bucket(int64_t n, bool overlap, Progress progress, int nbc, double poll_us = 50) {
+ReducerOptions one_bucket(int64_t n, ReduceMode mode, int nbc, double poll_us = 50) {
   ReducerOptions o;
   o.nbc_iallreduce_algorithm = nbc;
   o.bucket_cap_bytes = o.first_bucket_cap_bytes = std::max<int64_t>(n * int64_t(sizeof(float)), 1);
-  o.overlap = overlap;
-  o.progress = progress;
+  o.mode = mode;
   o.poll_interval_us = poll_us;
   return o;
 }
@@ -190,7 +144,8 @@ ReducerOptions one_bucket(int64_t n, bool overlap, Progress progress, int nbc, d
 // ---- 1. MPI_Allreduce vs MPI_Iallreduce + MPI_Wait ---------------------------------------
 // In place on zeros (the sum stays finite; float addition costs the same for any normal value).
 void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking, int nbc) {
-  NbcAlgorithm algorithm(nonblocking ? nbc : 0);
+  NbcAlgorithm algorithm;
+  if (nonblocking) algorithm.set(nbc);
   const int n = static_cast<int>(bytes / int64_t(sizeof(float)));
   std::vector<float> buf(size_t(n), 0.0f);
   // Warm-up: first-touch of the buffer and of MPI's shared-memory segments.
@@ -228,7 +183,7 @@ void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking, int nbc
 // median over iterations of the burst's mean time per op, and <variant>_vs_allreduce, the
 // median of the per-iteration ratio to the in-place MPI_Allreduce burst of the same iteration.
 void bm_pairs(benchmark::State& st, int64_t bytes) {
-  NbcAlgorithm algorithm(0);
+  NbcAlgorithm algorithm;
   const int n = static_cast<int>(bytes / int64_t(sizeof(float)));
   std::vector<float> buf(size_t(n), 0.0f), send(size_t(n), 0.0f), recv(size_t(n), 0.0f);
   struct Variant {
@@ -281,15 +236,15 @@ void bm_pairs(benchmark::State& st, int64_t bytes) {
 }
 
 // ---- 2. The reducer's own path vs raw MPI of the same bytes --------------------------------
-void bm_reducer(benchmark::State& st, int64_t bytes, bool overlap, Progress progress, int nbc) {
-  NbcAlgorithm algorithm(nbc);  // the raw Iallreduce runs the reducer's algorithm
+void bm_reducer(benchmark::State& st, int64_t bytes, ReduceMode mode, int nbc) {
+  NbcAlgorithm algorithm;  // the raw Iallreduce runs the reducer's algorithm
+  algorithm.set(nbc);
   const int64_t n = bytes / int64_t(sizeof(float));
   // Each op has a buffer of its own: with the rotating order every buffer is last touched a
   // few ops earlier, so none of them finds its data in cache more often than the others.
-  std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f),
-      raw_nb(size_t(n), 0.0f), scratch(size_t(n), 1.0f);
-  Reducer reducer(MPI_COMM_WORLD, params.data(), grads.data(), n, {{"x", 0, n}},
-                  one_bucket(n, overlap, progress, nbc));
+  std::vector<float> grads(size_t(n), 1.0f), raw(size_t(n), 0.0f), raw_nb(size_t(n), 0.0f),
+      scratch(size_t(n), 1.0f);
+  Reducer reducer(MPI_COMM_WORLD, grads.data(), n, {{"x", 0, n}}, one_bucket(n, mode, nbc));
   HDDP_CHECK(reducer.buckets().size() == 1, "bm_reducer: expected one bucket");
   const int ni = static_cast<int>(n);
   const float inv = 1.0f / float(world_size());
@@ -388,15 +343,16 @@ struct Compute {
 
 void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, int nbc, double poll_us) {
   set_gemm_backend(GemmBackend::Blocked);
-  NbcAlgorithm algorithm(nbc);
+  NbcAlgorithm algorithm;
+  algorithm.set(nbc);
   const int64_t n = bytes / int64_t(sizeof(float));
   const int ni = static_cast<int>(n);
-  std::vector<float> params(size_t(n), 0.0f), grads(size_t(n), 1.0f), raw(size_t(n), 0.0f);
+  std::vector<float> grads(size_t(n), 1.0f), raw(size_t(n), 0.0f);
   std::unique_ptr<Reducer> reducer;
   if (s == Strategy::ReducerTest || s == Strategy::ReducerThread)
     reducer = std::make_unique<Reducer>(
-        MPI_COMM_WORLD, params.data(), grads.data(), n, std::vector<ParamSlice>{{"x", 0, n}},
-        one_bucket(n, true, s == Strategy::ReducerThread ? Progress::Thread : Progress::Test, nbc, poll_us));
+        MPI_COMM_WORLD, grads.data(), n, std::vector<ParamSlice>{{"x", 0, n}},
+        one_bucket(n, s == Strategy::ReducerThread ? ReduceMode::Thread : ReduceMode::Test, nbc, poll_us));
   Compute compute;
   MPI_Request req = MPI_REQUEST_NULL;
 
@@ -494,22 +450,22 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
 
   struct Mode {
     const char* name;
-    bool ddp, overlap;
-    Progress progress;
+    bool ddp;
+    ReduceMode mode;
     int nbc;
     bool watchdog = false;
   };
   // The reducer's defaults (libnbc rabenseifner) and, for comparison, libnbc's binomial tree;
   // the default mode and the blocking one again with the stall watchdog (poly_train's default,
   // --timeout 300) waiting on the buckets. The other modes wait with MPI_Wait (--timeout 0).
-  const Mode modes[] = {{"local", false, false, Progress::Test, kRabenseifner},
-                        {"blocking", true, false, Progress::Test, kRabenseifner},
-                        {"test", true, true, Progress::Test, kRabenseifner},
-                        {"thread", true, true, Progress::Thread, kRabenseifner},
-                        {"test_binomial", true, true, Progress::Test, kBinomial},
-                        {"thread_binomial", true, true, Progress::Thread, kBinomial},
-                        {"test_watchdog", true, true, Progress::Test, kRabenseifner, true},
-                        {"blocking_watchdog", true, false, Progress::Test, kRabenseifner, true}};
+  const Mode modes[] = {{"local", false, ReduceMode::Blocking, kRabenseifner},
+                        {"blocking", true, ReduceMode::Blocking, kRabenseifner},
+                        {"test", true, ReduceMode::Test, kRabenseifner},
+                        {"thread", true, ReduceMode::Thread, kRabenseifner},
+                        {"test_binomial", true, ReduceMode::Test, kBinomial},
+                        {"thread_binomial", true, ReduceMode::Thread, kBinomial},
+                        {"test_watchdog", true, ReduceMode::Test, kRabenseifner, true},
+                        {"blocking_watchdog", true, ReduceMode::Blocking, kRabenseifner, true}};
   Watchdog watchdog(MPI_COMM_WORLD, WatchdogOptions{300});
   struct Runner {
     Mode mode;
@@ -527,8 +483,7 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
     if (m.ddp) {
       ReducerOptions o;
       o.bucket_cap_bytes = cap_bytes;
-      o.overlap = m.overlap;
-      o.progress = m.progress;
+      o.mode = m.mode;
       o.nbc_iallreduce_algorithm = m.nbc;
       if (m.watchdog) o.watchdog = &watchdog;
       r.ddp = std::make_unique<DistributedModel>(MPI_COMM_WORLD, *r.model, o);
@@ -581,7 +536,7 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
     if (&r != &runners[1]) st.counters[name + "_ratio"] = median(ratio);
     if (!r.ddp) continue;
     st.counters[name + "_comm_ms"] = median(r.comm) * 1e3;
-    if (!r.mode.overlap) continue;
+    if (!overlaps(r.mode.mode)) continue;
     st.counters[name + "_exposed_ms"] = median(r.exposed) * 1e3;
     st.counters[name + "_overlap_pct"] = 100.0 * median(r.overlap);
   }
@@ -660,22 +615,21 @@ void register_all() {
         ->Iterations(iterations_for(bytes, double(int64_t(1) << 27), 12, 400))
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
-  // 2. reducer overhead: its three modes with its default libnbc algorithm, and Progress::Test
+  // 2. reducer overhead: its three modes with its default libnbc algorithm, and Test mode
   //    with libnbc's binomial tree.
   const struct {
     const char* name;
-    bool overlap;
-    Progress progress;
+    ReduceMode mode;
     int nbc;
-  } rmodes[] = {{"blocking", false, Progress::Test, kRabenseifner},
-                {"test", true, Progress::Test, kRabenseifner},
-                {"thread", true, Progress::Thread, kRabenseifner},
-                {"test_binomial", true, Progress::Test, kBinomial}};
+  } rmodes[] = {{"blocking", ReduceMode::Blocking, kRabenseifner},
+                {"test", ReduceMode::Test, kRabenseifner},
+                {"thread", ReduceMode::Thread, kRabenseifner},
+                {"test_binomial", ReduceMode::Test, kBinomial}};
   for (int64_t bytes : {int64_t(4), int64_t(1) << 10, int64_t(64) << 10, int64_t(1) << 20, int64_t(4) << 20,
                         int64_t(16) << 20, int64_t(64) << 20})
     for (const auto& m : rmodes) {
       const std::string name = std::string("allreduce/reducer/") + m.name + "/" + size_name(bytes);
-      reg(name, [bytes, m](benchmark::State& st) { bm_reducer(st, bytes, m.overlap, m.progress, m.nbc); })
+      reg(name, [bytes, m](benchmark::State& st) { bm_reducer(st, bytes, m.mode, m.nbc); })
           ->Iterations(iterations_for(bytes, double(int64_t(1) << 27), 10, 20000))
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
@@ -752,7 +706,7 @@ int main(int argc, char** argv) {
     HDDP_MPI(MPI_Get_library_version(version, &len));
     std::string v(version);
     benchmark::AddCustomContext("mpi_library", v.substr(0, v.find(',')));
-    benchmark::AddCustomContext("libnbc_iallreduce_algorithm_env", NbcAlgorithm(0).current());
+    benchmark::AddCustomContext("libnbc_iallreduce_algorithm_env", NbcAlgorithm().current());
     if (env.root()) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

@@ -24,13 +24,13 @@ AllreduceSamples measure_allreduce(MPI_Comm comm, int64_t max_bytes, int reps, c
   AllreduceSamples s;
   for (int64_t b = lo; b < max_bytes; b *= 4) s.bytes.push_back(b);
   s.bytes.push_back(max_bytes);
-  std::vector<float> params(size_t(max_bytes / 4), 0.0f), grads(size_t(max_bytes / 4), 1.0f);
+  std::vector<float> grads(size_t(max_bytes / 4), 1.0f);
   std::vector<double> local_best(s.bytes.size()), slowest(s.bytes.size());
   ReducerOptions opt = reducer;
   opt.bucket_cap_bytes = opt.first_bucket_cap_bytes = max_bytes;  // one bucket
   for (size_t k = 0; k < s.bytes.size(); ++k) {
     const int64_t b = s.bytes[k], n = b / 4;
-    Reducer red(comm, params.data(), grads.data(), n, {ParamSlice{"allreduce", 0, n}}, opt);
+    Reducer red(comm, grads.data(), n, {ParamSlice{"allreduce", 0, n}}, opt);
     // Small messages are cheap and the most disturbed by a descheduled peer: more repetitions.
     const int r_here = b <= (int64_t(256) << 10) ? std::max(reps, 9) : reps;
     std::vector<double> t;

@@ -13,8 +13,13 @@ namespace hddp {
 // The model's parameter views as the reducer's layout.
 std::vector<ParamSlice> param_layout(const std::vector<ParamView>& views);
 
-// Wraps a model (which must outlive it): construction checks the model is the same on every
-// rank and broadcasts rank 0's parameters; backward() runs the model's backward with its
+// Replica set-up (collective on comm): checks that every rank has the same parameter layout
+// (names, sizes, count; a mismatch throws the same message on every rank), then broadcasts
+// rank 0's n parameters, so every replica starts from the same point.
+void replicate(MPI_Comm comm, float* params, int64_t n, const std::vector<ParamSlice>& layout);
+
+// Wraps a model (which must outlive it): construction replicates it (replicate(): the same
+// model on every rank, rank 0's parameters everywhere), then builds its Reducer; backward() runs the model's backward with its
 // gradient buckets reduced as they complete, and returns with gradients averaged over ranks.
 class DistributedModel {
  public:
@@ -28,6 +33,7 @@ class DistributedModel {
   void backward(const float* target);      // MSE loss backward + reduction
   void backward_from(const float* dY);     // other losses
   Sequential<float>& model() { return model_; }
+  const Sequential<float>& model() const { return model_; }
   Reducer& reducer() { return *reducer_; }
 
   // The non-finite check: with it on, each layer's own gradients (local, not yet averaged) are

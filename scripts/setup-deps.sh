@@ -9,6 +9,7 @@ PKGS=(
   libopenblas-openmp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
+  nlohmann-json3-dev
   poppler-utils
   python3
 )

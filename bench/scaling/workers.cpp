@@ -228,8 +228,8 @@ std::vector<std::pair<std::string, std::string>> thread_affinities() {
 }
 
 int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& a) {
-  const hddp::Progress progress = hddp::parse_progress(get(a, "progress", "test"));
-  hddp::mpi::Env env(&argc, &argv, hddp::Reducer::required_thread_level(progress));
+  const hddp::ReduceMode mode = hddp::parse_reduce_mode(get(a, "progress", "test"));
+  hddp::mpi::Env env(&argc, &argv, hddp::required_thread_level(mode));
   const int rank = env.rank(), size = env.size();
   const int steps = std::stoi(get(a, "steps", "10")), warmup = std::stoi(get(a, "warmup", "2"));
   const int64_t batch = std::stoll(get(a, "batch", std::to_string(kWideBatch)));
@@ -257,7 +257,7 @@ int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& 
     hddp::Rng init(1);
     r.model = std::make_unique<hddp::Sequential<float>>(layers, batch, init);
     r.adam = std::make_unique<hddp::Adam<float>>(r.model->num_params(), hddp::AdamHyper{.lr = kWideLr});
-    r.opt.progress = progress;
+    r.opt.mode = mode;
     if (caps[i] == "auto") {
       hddp::AutosizeOptions ao;
       ao.tune_first = tune_first;
@@ -275,7 +275,7 @@ int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& 
   // --progress-core 1: the progress thread on the place OpenMP leaves free (run with
   // OMP_NUM_THREADS one below the rank's cores, OMP_PLACES=cores, OMP_PROC_BIND=close).
   int pcpu = -1;
-  if (pin_progress && progress == hddp::Progress::Thread) {
+  if (pin_progress && mode == hddp::ReduceMode::Thread) {
     pcpu = hddp::spare_progress_cpu();
     if (pcpu < 0) throw Failure("worker ddp: --progress-core needs OMP_PLACES with more places than OpenMP threads");
   }
@@ -337,7 +337,7 @@ int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& 
         {"buckets", std::to_string(r.ddp->reducer().buckets().size())},
         {"ranks", std::to_string(size)},
         {"threads", std::to_string(omp_get_max_threads())},
-        {"progress", hddp::to_string(progress)},
+        {"progress", hddp::to_string(mode)},
         {"steps", std::to_string(steps)}};
     if (have_auto) {
       const hddp::BucketPlan p = hddp::predict_buckets(layout, 4, autosize.profile, autosize.model,

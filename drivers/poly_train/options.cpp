@@ -36,11 +36,13 @@ double cap_mb(const std::string& flag, const std::string& v, bool& is_auto) {
   return x;
 }
 
-std::string one_of(const std::string& flag, const std::string& v, std::initializer_list<const char*> allowed) {
+// The value of `allowed` whose name (to_string) is v; a usage error naming them otherwise.
+template <class E>
+E one_of(const std::string& flag, const std::string& v, std::initializer_list<E> allowed) {
   std::string list;
-  for (const char* a : allowed) {
-    if (v == a) return v;
-    list += (list.empty() ? "" : ", ") + std::string(a);
+  for (E a : allowed) {
+    if (v == to_string(a)) return a;
+    list += (list.empty() ? "" : ", ") + std::string(to_string(a));
   }
   fail(flag + ": expected one of " + list + ", got '" + v + "'");
 }
@@ -74,8 +76,13 @@ Options::Inject to_inject(const std::string& flag, const std::string& v) {
 
 }  // namespace
 
+const char* to_string(OptimizerKind k) { return k == OptimizerKind::Sgd ? "sgd" : "adam"; }
+const char* to_string(Sampling s) { return s == Sampling::Sharded ? "sharded" : "per-rank"; }
+
 Options parse_options(int argc, const char* const* argv) {
+  using hddp::GemmBackend, hddp::ReduceMode;
   Options o;
+  bool no_overlap = false;  // --reduce-mode blocking, whatever --progress says
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i], value;
     bool has_value = false;
@@ -95,27 +102,35 @@ Options parse_options(int argc, const char* const* argv) {
     else if (arg == "--epochs") o.epochs = to_int(arg, val());
     else if (arg == "--batch-size") o.batch_size = to_int(arg, val());
     else if (arg == "--lr") o.lr = to_double(arg, val());
-    else if (arg == "--optimizer") o.optimizer = one_of(arg, val(), {"adam", "sgd"});
+    else if (arg == "--optimizer") o.optimizer = one_of(arg, val(), {OptimizerKind::Adam, OptimizerKind::Sgd});
     else if (arg == "--momentum") o.momentum = to_double(arg, val());
-    else if (arg == "--function") o.function = one_of(arg, val(), {"poly", "griewank"});
+    else if (arg == "--function") o.function = one_of(arg, val(), {Function::Poly, Function::Griewank});
     else if (arg == "--hidden") o.hidden = to_widths(arg, val());
     else if (arg == "--seed") {
       const int64_t s = to_int(arg, val());
       if (s < 0) fail("--seed: must be >= 0, got " + std::to_string(s));
       o.seed = uint64_t(s);
-    } else if (arg == "--sampling") o.sampling = one_of(arg, val(), {"per-rank", "sharded"});
+    } else if (arg == "--sampling") o.sampling = one_of(arg, val(), {Sampling::PerRank, Sampling::Sharded});
     else if (arg == "--log-every") o.log_every = to_int(arg, val());
     else if (arg == "--out") o.out = val();
     else if (arg == "--plot") flag_only(), o.plot = true;
     else if (arg == "--no-plot") flag_only(), o.plot = false;
     else if (arg == "--bucket-mb") o.bucket_mb = cap_mb(arg, val(), o.bucket_mb_auto);
     else if (arg == "--first-bucket-mb") o.first_bucket_mb = cap_mb(arg, val(), o.first_bucket_mb_auto);
-    else if (arg == "--no-overlap") flag_only(), o.overlap = false;
-    else if (arg == "--progress") o.progress = one_of(arg, val(), {"test", "thread"});
+    else if (arg == "--reduce-mode") o.mode = one_of(arg, val(), {ReduceMode::Blocking, ReduceMode::Test, ReduceMode::Thread});
+    else if (arg == "--no-overlap") flag_only(), no_overlap = true;
+    else if (arg == "--progress") o.mode = one_of(arg, val(), {ReduceMode::Test, ReduceMode::Thread});
     else if (arg == "--threads") o.threads = static_cast<int>(to_int(arg, val()));
-    else if (arg == "--gemm") o.gemm = one_of(arg, val(), {"blocked", "openblas", "naive"});
-    else if (arg == "--trace") o.trace = val();
+    else if (arg == "--gemm") o.gemm = one_of(arg, val(), {GemmBackend::Blocked, GemmBackend::OpenBLAS, GemmBackend::Naive});
+    else if (arg == "--trace") {
+      o.trace = val();
+      if (o.trace.empty()) fail("--trace: must not be empty");
+    }
     else if (arg == "--stats") flag_only(), o.stats = true;
+    else if (arg == "--stats-json") {
+      o.stats_json = val();
+      if (o.stats_json.empty()) fail("--stats-json: must not be empty");
+    }
     else if (arg == "--report-affinity") flag_only(), o.report_affinity = true;
     else if (arg == "--checkpoint") {
       o.checkpoint = val();
@@ -129,6 +144,7 @@ Options parse_options(int argc, const char* const* argv) {
     else if (arg == "--debug-throw") o.inject_throw = to_inject(arg, val());
     else fail("unknown option '" + arg + "'");
   }
+  if (no_overlap) o.mode = ReduceMode::Blocking;
   if (o.epochs <= 0 || o.epochs > kMaxEpochs)
     fail("--epochs: must be in [1, " + std::to_string(kMaxEpochs) + "], got " + std::to_string(o.epochs));
   if (o.batch_size <= 0 || o.batch_size > (int64_t(1) << 24))
@@ -167,14 +183,14 @@ std::string help_text(const char* prog) {
      << "  --epochs N            epochs (one step each)                           [" << d.epochs << "]\n"
      << "  --batch-size N        samples per rank per epoch                       [" << d.batch_size << "]\n"
      << "  --lr X                learning rate                                    [" << d.lr << "]\n"
-     << "  --optimizer NAME      adam | sgd                                       [" << d.optimizer << "]\n"
+     << "  --optimizer NAME      adam | sgd                                       [" << to_string(d.optimizer) << "]\n"
      << "  --momentum X          SGD momentum                                     [" << d.momentum << "]\n"
-     << "  --function NAME       poly | griewank (1 + x^2/4000 - cos x)           [" << d.function << "]\n"
+     << "  --function NAME       poly | griewank (1 + x^2/4000 - cos x)           [" << to_string(d.function) << "]\n"
      << "  --hidden W[,W...]     hidden widths; tanh between hidden layers        [20]\n"
      << "  --seed N              seed of weights and samples                      [" << d.seed << "]\n"
      << "  --sampling MODE       per-rank: each rank draws its own batch (stream seed, rank);\n"
      << "                        sharded: all draw one global batch of batch-size x P and each\n"
-     << "                        takes its slice, so the result does not depend on P [" << d.sampling << "]\n"
+     << "                        takes its slice, so the result does not depend on P [" << to_string(d.sampling) << "]\n"
      << "Output:\n"
      << "  --log-every N         loss line every N epochs                         [" << d.log_every << "]\n"
      << "  --out DIR             directory for errors.pdf, eval.csv, loss.csv     [" << d.out << "]\n"
@@ -184,6 +200,8 @@ std::string help_text(const char* prog) {
      << "                        it may use and the CPU of each OpenMP thread. (Whether or not it\n"
      << "                        is given, rank 0 warns when ranks on one host are pinned to the\n"
      << "                        same cores, or a rank has more threads than CPUs.)\n"
+     << "  --stats-json FILE     write the run's statistics (per-rank timings, reducer, placement,\n"
+     << "                        evaluation) as JSON to FILE (bench/scaling reads it)\n"
      << "  --trace FILE          write a Chrome-trace timeline (all ranks) to FILE\n"
      << "Parallelism:\n"
      << "  --threads N           OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK,\n"
@@ -194,9 +212,12 @@ std::string help_text(const char* prog) {
      << "                        step; rank 0 prints the caps. They come from a measurement, so a\n"
      << "                        resumed run may not be bitwise the one it continues  [" << d.bucket_mb << "]\n"
      << "  --first-bucket-mb X   first bucket cap, MiB, or auto (with --bucket-mb auto) [" << d.first_bucket_mb << "]\n"
-     << "  --no-overlap          blocking MPI_Allreduce after backward instead of overlapping\n"
-     << "  --progress MODE       test: MPI_Test from the compute thread; thread: a progress thread\n"
-     << "                                                                         [" << d.progress << "]\n"
+     << "  --reduce-mode MODE    how gradient buckets are reduced: blocking (one MPI_Allreduce per\n"
+     << "                        bucket after backward), test (MPI_Iallreduce during backward,\n"
+     << "                        progressed by MPI_Test from the compute thread) or thread (the same,\n"
+     << "                        progressed by a helper thread)                   [" << hddp::to_string(d.mode) << "]\n"
+     << "  --no-overlap          the same as --reduce-mode blocking (wins over --progress)\n"
+     << "  --progress MODE       the same as --reduce-mode MODE, for test | thread\n"
      << "  --gemm NAME           blocked | openblas | naive                       [HDDP_GEMM or blocked]\n"
      << "  --help                this text\n"
      << "Checkpoints and faults:\n"

@@ -1,11 +1,22 @@
 #pragma once
-// poly_train's command line: every option, its default, and its validation.
+// poly_train's command line: every option, its default, and its validation. Options that name
+// one of a set are enums, parsed once here; a name outside the set is a usage error.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "distributed/reducer.h"
+#include "kernels/gemm.h"
+#include "poly_train/problem.h"
+
 namespace poly {
+
+enum class OptimizerKind { Adam, Sgd };
+enum class Sampling { PerRank, Sharded };
+const char* to_string(OptimizerKind k);  // "adam" | "sgd"
+const char* to_string(Sampling s);       // "per-rank" | "sharded"
 
 // Bad command-line input: the driver prints it with a pointer to --help and exits with 2.
 struct UsageError : std::runtime_error {
@@ -19,23 +30,23 @@ struct Options {
   int64_t epochs = 1000;
   int64_t batch_size = 32;             // per rank
   double lr = 1e-3;
-  std::string optimizer = "adam";      // adam | sgd
+  OptimizerKind optimizer = OptimizerKind::Adam;
   double momentum = 0.9;               // sgd only
-  std::string function = "poly";       // poly | griewank
+  Function function = Function::Poly;
   std::vector<int64_t> hidden = {20};  // hidden layer widths
   uint64_t seed = 42;
-  std::string sampling = "per-rank";   // per-rank | sharded
+  Sampling sampling = Sampling::PerRank;
   int64_t log_every = 100;
   std::string out = ".";
   bool plot = true;
   double bucket_mb = 25, first_bucket_mb = 1;
   bool bucket_mb_auto = false, first_bucket_mb_auto = false;  // "auto": distributed/bucket_autosize.h
-  bool overlap = true;
-  std::string progress = "test";       // test | thread
+  hddp::ReduceMode mode = hddp::ReduceMode::Test;  // --reduce-mode (--no-overlap, --progress)
   int threads = 0;                     // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else cores
-  std::string gemm;                    // empty: HDDP_GEMM or blocked
+  std::optional<hddp::GemmBackend> gemm;  // none: HDDP_GEMM or blocked
   std::string trace;                   // Chrome-trace JSON path ("" = off)
   bool stats = false;
+  std::string stats_json;              // machine-readable statistics file ("" = off)
   bool report_affinity = false;        // print every rank's placement at start (distributed/affinity.h)
   bool help = false;
 

@@ -1,4 +1,5 @@
-// The data-parallel reducer under mpiexec with 1, 2 and 3 ranks.
+// The data-parallel reducer under mpiexec with 1 to 5 ranks (2 ranks average in the reduction
+// op; the other counts sum and scale), over every ReduceMode.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -48,30 +49,27 @@ bool same_on_all_ranks(const float* data, int64_t n) {
 struct Config {
   const char* name;
   int64_t cap_bytes, first_cap_bytes;
-  bool overlap;
-  Progress progress;
+  ReduceMode mode;
   bool watchdog = false;  // wait through a stall watchdog (distributed/watchdog.h)
 };
 
 // Every cap shape the issue asks for: one bucket per parameter, one for everything, a cap that
-// divides nothing evenly; in both modes and with both progress strategies.
+// divides nothing evenly; in every mode.
 std::vector<Config> configs() {
   std::vector<Config> c;
-  for (bool overlap : {true, false})
-    for (Progress p : {Progress::Test, Progress::Thread}) {
-      if (!overlap && p == Progress::Thread) continue;
-      c.push_back({"one bucket per parameter", 4, 4, overlap, p});
-      c.push_back({"one bucket for everything", int64_t(1) << 30, int64_t(1) << 30, overlap, p});
-      c.push_back({"cap of 37 floats", 37 * 4, 37 * 4, overlap, p});
-      c.push_back({"default caps", int64_t(25) << 20, int64_t(1) << 20, overlap, p});
-      // The watchdog's waits (and, blocking, its MPI_Iallreduce per bucket) give the same.
-      c.push_back({"cap of 37 floats, watchdog", 37 * 4, 37 * 4, overlap, p, true});
-    }
+  for (ReduceMode m : kReduceModes) {
+    c.push_back({"one bucket per parameter", 4, 4, m});
+    c.push_back({"one bucket for everything", int64_t(1) << 30, int64_t(1) << 30, m});
+    c.push_back({"cap of 37 floats", 37 * 4, 37 * 4, m});
+    c.push_back({"default caps", int64_t(25) << 20, int64_t(1) << 20, m});
+    // The watchdog's waits (and, blocking, its MPI_Iallreduce per bucket) give the same.
+    c.push_back({"cap of 37 floats, watchdog", 37 * 4, 37 * 4, m, true});
+  }
   return c;
 }
 
 std::string describe(const Config& c) {
-  return std::string(c.name) + (c.overlap ? ", overlapped, progress " + std::string(to_string(c.progress)) : ", blocking");
+  return std::string(c.name) + ", mode " + to_string(c.mode);
 }
 
 // Trains for `steps` Adam steps. Every rank draws its own init (seed + rank): the reducer must
@@ -83,8 +81,7 @@ std::vector<float> train_sharded(const Config& cfg, const Batch& batch, int step
   ReducerOptions opt;
   opt.bucket_cap_bytes = cfg.cap_bytes;
   opt.first_bucket_cap_bytes = cfg.first_cap_bytes;
-  opt.overlap = cfg.overlap;
-  opt.progress = cfg.progress;
+  opt.mode = cfg.mode;
   Watchdog watchdog(MPI_COMM_WORLD, WatchdogOptions{cfg.watchdog ? 60.0 : 0.0});
   opt.watchdog = &watchdog;
   DistributedModel ddp(MPI_COMM_WORLD, model, opt);
@@ -151,11 +148,11 @@ TEST(Reducer, ParametersBitwiseIdenticalAcrossRanks) {
 // Overlapped and blocking reductions of the same gradients give the same parameters.
 TEST(Reducer, OverlappedEqualsBlocking) {
   const Batch batch = global_batch(30, 3);
-  const Config overlapped{"default caps", int64_t(25) << 20, int64_t(1) << 20, true, Progress::Test};
-  const Config blocking{"default caps", int64_t(25) << 20, int64_t(1) << 20, false, Progress::Test};
-  const Config small_overlapped{"cap of 37 floats", 37 * 4, 37 * 4, true, Progress::Thread};
-  const Config small_blocking{"cap of 37 floats", 37 * 4, 37 * 4, false, Progress::Test};
-  const Config watched_blocking{"cap of 37 floats", 37 * 4, 37 * 4, false, Progress::Test, true};
+  const Config overlapped{"default caps", int64_t(25) << 20, int64_t(1) << 20, ReduceMode::Test};
+  const Config blocking{"default caps", int64_t(25) << 20, int64_t(1) << 20, ReduceMode::Blocking};
+  const Config small_overlapped{"cap of 37 floats", 37 * 4, 37 * 4, ReduceMode::Thread};
+  const Config small_blocking{"cap of 37 floats", 37 * 4, 37 * 4, ReduceMode::Blocking};
+  const Config watched_blocking{"cap of 37 floats", 37 * 4, 37 * 4, ReduceMode::Blocking, true};
   EXPECT_EQ(train_sharded(overlapped, batch, 20), train_sharded(blocking, batch, 20));
   EXPECT_EQ(train_sharded(small_overlapped, batch, 20), train_sharded(small_blocking, batch, 20));
   EXPECT_EQ(train_sharded(small_overlapped, batch, 20), train_sharded(watched_blocking, batch, 20));
@@ -163,19 +160,19 @@ TEST(Reducer, OverlappedEqualsBlocking) {
 
 // no_sync: two half-batch backward passes accumulate locally; the second (synchronised) one
 // reduces the sum. With each half's loss scaled by 1/2 that equals one full-batch step.
-// Both progress modes: with a progress thread the unsynchronised step's end must be seen by it
+// Every mode: with a progress thread the unsynchronised step's end must be seen by it
 // (under the reducer's mutex) before the next step begins.
 TEST(Reducer, NoSyncAccumulationEqualsFullBatch) {
   const int rank = world_rank(), size = world_size();
   const Batch batch = global_batch(24 * size, 11);  // each rank: 24 rows, two halves of 12
   const Shard s = shard_of(batch.rows, rank, size);
-  for (Progress progress : {Progress::Test, Progress::Thread}) {
-    SCOPED_TRACE(progress == Progress::Test ? "progress test" : "progress thread");
+  for (ReduceMode mode : kReduceModes) {
+    SCOPED_TRACE(std::string("mode ") + to_string(mode));
     auto run = [&](bool accumulate) {
       Rng rng(77, 0);
       Sequential<float> model(mlp(), 24, rng);
       ReducerOptions opt;
-      opt.progress = progress;
+      opt.mode = mode;
       DistributedModel ddp(MPI_COMM_WORLD, model, opt);
       model.zero_grad();
       const float* x = batch.x.data() + s.begin * 3;
@@ -252,28 +249,59 @@ TEST(Reducer, DifferentModelsFailOnEveryRank) {
   }
 }
 
-// The statistics add up: comm >= exposed >= 0 per step, and the totals sum the steps.
+// The statistics add up in every mode: comm >= exposed >= 0 per step, the totals sum the
+// steps. Blocking mode overlaps nothing: its exposed time is its communication time, exactly.
+// With more than one rank every step communicates, so comm > 0.
 TEST(Reducer, StatisticsAreConsistent) {
-  Rng rng(3, 0);
-  Sequential<float> model({Linear(1, 256), Tanh(), Linear(256, 256), Tanh(), Linear(256, 1)}, 64, rng);
-  ReducerOptions opt;
-  opt.first_bucket_cap_bytes = 4096;
-  DistributedModel ddp(MPI_COMM_WORLD, model, opt);
-  std::vector<float> x(64, 0.5f), y(64, 0.1f);
-  double exposed = 0;
-  for (int step = 0; step < 5; ++step) {
-    model.zero_grad();
-    model.forward(x.data(), 64);
-    ddp.backward(y.data());
-    const ReducerTimes& last = ddp.reducer().stats().last;
-    EXPECT_GE(last.exposed, 0);
-    EXPECT_GE(last.comm, 0);
-    EXPECT_LE(last.overlap(), 1.0);
-    exposed += last.exposed;
+  for (ReduceMode mode : kReduceModes) {
+    SCOPED_TRACE(std::string("mode ") + to_string(mode));
+    Rng rng(3, 0);
+    Sequential<float> model({Linear(1, 256), Tanh(), Linear(256, 256), Tanh(), Linear(256, 1)}, 64, rng);
+    ReducerOptions opt;
+    opt.first_bucket_cap_bytes = 4096;
+    opt.mode = mode;
+    DistributedModel ddp(MPI_COMM_WORLD, model, opt);
+    EXPECT_EQ(ddp.reducer().mode(), mode);
+    std::vector<float> x(64, 0.5f), y(64, 0.1f);
+    double exposed = 0, comm = 0;
+    for (int step = 0; step < 5; ++step) {
+      model.zero_grad();
+      model.forward(x.data(), 64);
+      ddp.backward(y.data());
+      const ReducerTimes& last = ddp.reducer().stats().last;
+      EXPECT_GE(last.exposed, 0);
+      EXPECT_GE(last.comm, last.exposed);
+      EXPECT_LE(last.overlap(), 1.0);
+      if (world_size() > 1) {
+        EXPECT_GT(last.comm, 0);
+      }
+      if (mode == ReduceMode::Blocking) {
+        EXPECT_EQ(last.exposed, last.comm) << "blocking mode hides nothing";
+        EXPECT_EQ(last.overlap(), 0.0);
+      }
+      exposed += last.exposed, comm += last.comm;
+    }
+    const ReducerStats& st = ddp.reducer().stats();
+    EXPECT_EQ(st.steps, 5);
+    EXPECT_NEAR(st.total.exposed, exposed, 1e-12);
+    EXPECT_NEAR(st.total.comm, comm, 1e-12);
+    EXPECT_EQ(st.bytes_per_step, model.num_params() * int64_t(sizeof(float)));
+    EXPECT_GT(ddp.reducer().buckets().size(), 1u);
   }
-  EXPECT_EQ(ddp.reducer().stats().steps, 5);
-  EXPECT_NEAR(ddp.reducer().stats().total.exposed, exposed, 1e-12);
-  EXPECT_GT(ddp.reducer().buckets().size(), 1u);
+}
+
+// Mode names: every value round-trips; an unknown name is refused, naming the choices.
+TEST(Reducer, ModeNames) {
+  for (ReduceMode m : kReduceModes) EXPECT_EQ(parse_reduce_mode(to_string(m)), m);
+  EXPECT_FALSE(overlaps(ReduceMode::Blocking));
+  EXPECT_TRUE(overlaps(ReduceMode::Test) && overlaps(ReduceMode::Thread));
+  EXPECT_EQ(required_thread_level(ReduceMode::Thread), MPI_THREAD_SERIALIZED);
+  try {
+    parse_reduce_mode("overlap");
+    ADD_FAILURE() << "accepted 'overlap'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("expected blocking, test or thread"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

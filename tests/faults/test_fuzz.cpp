@@ -366,9 +366,9 @@ void check_invariants(const poly::Options& o) {
   EXPECT_TRUE(o.momentum >= 0 && o.momentum < 1);
   EXPECT_FALSE(o.hidden.empty());
   for (int64_t w : o.hidden) EXPECT_TRUE(w >= 1 && w <= 65536);
-  EXPECT_TRUE(o.optimizer == "adam" || o.optimizer == "sgd");
-  EXPECT_TRUE(o.function == "poly" || o.function == "griewank");
-  EXPECT_TRUE(o.sampling == "per-rank" || o.sampling == "sharded");
+  EXPECT_TRUE(o.optimizer == poly::OptimizerKind::Adam || o.optimizer == poly::OptimizerKind::Sgd);
+  EXPECT_TRUE(o.function == poly::Function::Poly || o.function == poly::Function::Griewank);
+  EXPECT_TRUE(o.sampling == poly::Sampling::PerRank || o.sampling == poly::Sampling::Sharded);
   EXPECT_GE(o.log_every, 1);
   EXPECT_FALSE(o.out.empty());
   EXPECT_TRUE(o.bucket_mb > 0 && o.first_bucket_mb > 0);
