@@ -236,13 +236,27 @@ int run(Env& env, const Options& o) {
     return true;
   };
 
+  // After an epoch that is not the last: the checkpoint it is due, and the stop a signal asks
+  // for. 0 to go on, else the exit code.
+  auto checkpoint_or_stop = [&](int64_t epoch, bool due, int signal) {
+    if ((due || signal) && !checkpoint(epoch + 1, ("after epoch " + std::to_string(epoch) + "; all ranks stopped").c_str()))
+      return kExitNonFinite;
+    if (!signal) return 0;
+    if (rank == 0)
+      std::fprintf(stderr, "poly_train: %s: all ranks stopped after %lld of %lld epochs; %s (exit code %d)\n",
+                   signal_name(signal), (long long)(epoch + 1), (long long)o.epochs,
+                   o.checkpoint.empty() ? "no --checkpoint, so the progress is lost"
+                                        : ("checkpoint '" + o.checkpoint + "' written: continue with --resume").c_str(),
+                   kExitStopped);
+    return kExitStopped;
+  };
+
   // The step loop: the tutorial's five lines, the guard's verdict, the bookkeeping.
   const int64_t local = sampler.rows();
   std::vector<float> x(static_cast<size_t>(local)), y(static_cast<size_t>(local));
   const auto t_start = Clock::now();
   for (int64_t epoch = state.start(); epoch < o.epochs; ++epoch) {
-    Clock::time_point t[4];
-    t[0] = Clock::now();
+    Clock::time_point t[4] = {Clock::now()};  // start, loss, backward, optimizer step done
     watchdog.set_epoch(epoch);
     sampler.next(x.data(), y.data());
     inject_faults(o, rank, epoch, x.data());
@@ -252,26 +266,16 @@ int run(Env& env, const Options& o) {
     t[1] = Clock::now();
     ddp.backward(y.data());
     t[2] = Clock::now();
-    const bool last = epoch + 1 == o.epochs, ckpt_now = o.checkpoint_every > 0 && (epoch + 1) % o.checkpoint_every == 0;
-    const Guard::Verdict v = guard.check(epoch, loss, ddp, ckpt_now);
+    const bool checkpoint_due = o.checkpoint_every > 0 && (epoch + 1) % o.checkpoint_every == 0;
+    const Guard::Verdict v = guard.check(epoch, loss, ddp, checkpoint_due);
     if (v.non_finite) return stop_together(kExitNonFinite);
     opt->step(model.params(), model.grads());
     t[3] = Clock::now();
     summary.times.add(t, trace.get());
     state.record(epoch, loss);
     log_epoch(env, o, epoch, loss, state.start(), t_start);
-    if (last) break;
-    if ((ckpt_now || v.signal) && !checkpoint(epoch + 1, ("after epoch " + std::to_string(epoch) + "; all ranks stopped").c_str()))
-      return stop_together(kExitNonFinite);
-    if (v.signal) {
-      if (rank == 0)
-        std::fprintf(stderr, "poly_train: %s: all ranks stopped after %lld of %lld epochs; %s (exit code %d)\n",
-                     signal_name(v.signal), (long long)(epoch + 1), (long long)o.epochs,
-                     o.checkpoint.empty() ? "no --checkpoint, so the progress is lost"
-                                          : ("checkpoint '" + o.checkpoint + "' written: continue with --resume").c_str(),
-                     kExitStopped);
-      return stop_together(kExitStopped);
-    }
+    if (epoch + 1 < o.epochs)
+      if (const int code = checkpoint_or_stop(epoch, checkpoint_due, v.signal)) return stop_together(code);
   }
   summary.times.total = std::chrono::duration<double>(Clock::now() - t_start).count();
   summary.start = state.start();
