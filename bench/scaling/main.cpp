@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -19,7 +18,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iomanip>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -34,11 +35,9 @@
 namespace scaling {
 namespace {
 
-const std::vector<std::string> kAllStudies = {"gemm", "step", "ranks", "poly", "buckets", "placement"};
-
 struct Options {
   std::string out = "scaling-out";
-  std::vector<std::string> studies = {"gemm", "step", "ranks", "poly", "buckets"};
+  std::vector<std::string> studies;  // registry names; empty: the default ones
   std::vector<int> threads;  // empty: powers of two up to max_threads, and max_threads
   int max_threads = 0;       // 0: the cores this process may use
   int ranks = 3;
@@ -58,6 +57,35 @@ struct Options {
   bool plot = true, plot_only = false, tables = false, quick = false, help = false;
 };
 
+class Runner;
+
+// One study. Its files in --out are <name>.csv (the table `run` returns) and <name>.pdf; help,
+// option checks, dispatch, plots and --tables all come from studies(), so a study is added or
+// renamed there only.
+struct Study {
+  const char* name;
+  const char* help;  // --help lines, '\n' between them
+  bool by_default;   // run without --studies
+  Table (*run)(const Options&, Runner&);
+  void (*plot)(const Table& t, const std::string& pdf, const std::string& note);
+  void (*table)(const Table& t, const std::string& csv);
+};
+const std::vector<Study>& studies();  // in the order of --studies all, the plots and --tables
+
+const Study* find_study(const std::string& name) {
+  for (const Study& s : studies())
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+// "gemm<sep>step<sep>...": all studies or the default ones.
+std::string study_names(bool defaults_only, const std::string& sep) {
+  std::string s;
+  for (const Study& st : studies())
+    if (!defaults_only || st.by_default) s.append(s.empty() ? "" : sep).append(st.name);
+  return s;
+}
+
 std::string help_text() {
   Options d;
   std::ostringstream os;
@@ -65,28 +93,19 @@ std::string help_text() {
      << "\n"
      << "Thread and rank scaling of hddp: sweeps OMP_NUM_THREADS and MPI ranks, writes one CSV per\n"
      << "study and draws PDFs with gnuplot (GFLOP/s, speedup and parallel efficiency vs threads; step\n"
-     << "time vs ranks with compute and exposed communication stacked). Studies:\n"
-     << "  gemm       GEMM at the wide MLP's linear-layer shapes, hddp vs OpenBLAS, vs threads:\n"
-     << "             fwd (256,1024,1024) NT, dx (256,1024,1024) NN, dw (1024,1024,256) TN, sq2048\n"
-     << "  step       one training step of the wide MLP (1-1024-1024-1024-1, tanh, batch 256, Adam),\n"
-     << "             hddp vs OpenBLAS GEMM, vs threads\n"
-     << "  ranks      the wide-MLP step data-parallel, mpiexec -n 1..R (batch 256 per rank, 25 MiB\n"
-     << "             buckets): compute and exposed communication per step\n"
-     << "  poly       poly_train --stats (--poly-args): threads at 1 rank, then ranks 1..R\n"
-     << "  buckets    the data-parallel wide-MLP step at ranks 2..R with bucket caps auto, 1 MiB and\n"
-     << "             25 MiB, one model each, steps in rotating order: exposed communication, step\n"
-     << "             time, and the auto-sizer's prediction\n"
-     << "  placement  OMP_PLACES=cores OMP_PROC_BIND=close vs unset for GEMM and the step at every\n"
-     << "             thread count; the DDP step at 2 ranks with --progress test|thread under\n"
-     << "             mpiexec binding none / per-rank cores / OpenMP binding only, and with the\n"
-     << "             progress thread on its own core where the cores allow\n"
-     << "Files in --out: <study>.csv, <study>.pdf, machine.txt (and placement_affinity.txt).\n"
+     << "time vs ranks with compute and exposed communication stacked). Studies:\n";
+  for (const Study& s : studies()) {
+    const std::vector<std::string> lines = split(s.help, '\n');
+    os << "  " << std::left << std::setw(11) << s.name << lines[0] << "\n";
+    for (size_t i = 1; i < lines.size(); ++i) os << std::string(13, ' ') << lines[i] << "\n";
+  }
+  os << "Files in --out: <study>.csv, <study>.pdf, machine.txt (and placement_affinity.txt).\n"
      << "Every run of a worker holds the lock file (--lock), as `flock FILE cmd` would.\n"
      << "\n"
      << "Options:\n"
      << "  --out DIR             output directory (created)                        [" << d.out << "]\n"
-     << "  --studies LIST        comma-separated, from gemm,step,ranks,poly,buckets,placement, or all\n"
-     << "                                                                          [gemm,step,ranks,poly,buckets]\n"
+     << "  --studies LIST        comma-separated, from " << study_names(false, ",") << ", or all\n"
+     << std::string(74, ' ') << "[" << study_names(true, ",") << "]\n"
      << "  --threads LIST        thread counts, e.g. 1,2,4,8,16  [1, 2, 4, ... up to --max-threads, and it]\n"
      << "  --max-threads N       largest thread count                  [the cores this process may use]\n"
      << "  --ranks R             rank counts 1..R for ranks/poly, 2..R for buckets [" << d.ranks << "]\n"
@@ -150,10 +169,10 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--out") o.out = val();
     else if (arg == "--studies") {
       const std::string v = val();
-      o.studies = v == "all" ? kAllStudies : split(v, ',');
+      o.studies = split(v == "all" ? study_names(false, ",") : v, ',');
       for (const std::string& s : o.studies)
-        if (std::find(kAllStudies.begin(), kAllStudies.end(), s) == kAllStudies.end())
-          throw UsageError("--studies: unknown study '" + s + "' (gemm, step, ranks, poly, buckets, placement, all)");
+        if (!find_study(s))
+          throw UsageError("--studies: unknown study '" + s + "' (" + study_names(false, ", ") + ", all)");
       if (o.studies.empty()) throw UsageError("--studies: empty list");
     } else if (arg == "--threads") {
       o.threads.clear();
@@ -198,6 +217,7 @@ Options parse_options(int argc, char** argv) {
     o.poly_args += " --epochs 3";
   }
   if (o.out.empty()) throw UsageError("--out: must not be empty");
+  if (o.studies.empty()) o.studies = split(study_names(true, ","), ',');
   if (o.threads.empty()) {
     const int top = o.max_threads > 0 ? o.max_threads : available_cores();
     for (int t = 1; t < top; t *= 2) o.threads.push_back(t);
@@ -230,7 +250,7 @@ class Runner {
 
   // One measurement run: holds the lock, checks the exit code, returns the @row lines.
   std::vector<Row> run(const std::vector<std::string>& argv, const Env& set, const std::vector<std::string>& unset,
-                       const std::string& what, std::string* raw_out = nullptr) {
+                       const std::string& what) {
     lock_.lock();
     load_.add(load_average());
     const auto t0 = std::chrono::steady_clock::now();
@@ -253,7 +273,6 @@ class Runner {
     }
     std::printf("  %-60s %6.2f s\n", what.c_str(), el);
     std::fflush(stdout);
-    if (raw_out) *raw_out = r.out;
     return parse_rows(r.out);
   }
 
@@ -272,7 +291,7 @@ class Runner {
   // mpiexec -n P with the rank placement: close | none | omp-only | pcore (close, OpenMP on
   // threads-1 cores and the reducer's progress thread on the last).
   std::vector<Row> mpi(int P, int threads, const std::string& placement, const std::vector<std::string>& cmd,
-                       const std::string& what, std::string* raw_out = nullptr) {
+                       const std::string& what) {
     std::vector<std::string> argv = {o_.mpiexec, "-n", std::to_string(P)};
     Env set;
     std::vector<std::string> unset;
@@ -287,7 +306,7 @@ class Runner {
     for (const auto& [k, v] : set) argv.insert(argv.end(), {"-x", k});
     if (geteuid() == 0) set.insert(set.end(), {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
     argv.insert(argv.end(), cmd.begin(), cmd.end());
-    return run(argv, set, unset, what, raw_out);
+    return run(argv, set, unset, what);
   }
 
   std::vector<std::string> self_worker(const std::string& kind, const std::vector<std::string>& args) const {
@@ -360,9 +379,17 @@ std::string threads_list(const std::vector<int>& v) {
   return s;
 }
 
+std::string dir_of_self() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, size_t(n));
+  return p.substr(0, p.find_last_of('/'));
+}
+
 // ---- studies ----
 
-void study_gemm(const Options& o, Runner& run) {
+Table study_gemm(const Options& o, Runner& run) {
   std::printf("[gemm] %zu shapes x hddp/openblas, threads %s, %d round(s), placement %s\n", o.gemm_shapes.size(),
               threads_list(o.threads).c_str(), o.reps, o.placement.c_str());
   std::map<std::string, Row> info;  // key -> fields
@@ -401,11 +428,10 @@ void study_gemm(const Options& o, Runner& run) {
     return std::tie(a[0], a[5]) < std::tie(b[0], b[5]) || (std::tie(a[0], a[5]) == std::tie(b[0], b[5]) && std::stoi(a[7]) < std::stoi(b[7]));
   });
   add_scaling(tab, {"shape", "backend", "placement"});
-  write_csv(o.out + "/gemm.csv", tab);
-  std::printf("[gemm] wrote %s/gemm.csv (%zu rows)\n", o.out.c_str(), tab.rows.size());
+  return tab;
 }
 
-void study_step(const Options& o, Runner& run) {
+Table study_step(const Options& o, Runner& run) {
   std::printf("[step] wide MLP step, hddp/openblas GEMM, threads %s, %d round(s), placement %s\n",
               threads_list(o.threads).c_str(), o.reps, o.placement.c_str());
   std::map<std::string, Samples> time, util;
@@ -436,8 +462,7 @@ void study_step(const Options& o, Runner& run) {
                           fmt(util[k].med(), 3), fmt(run.load_med(), 3)});
     }
   add_scaling(tab, {"backend", "placement"});
-  write_csv(o.out + "/step.csv", tab);
-  std::printf("[step] wrote %s/step.csv (%zu rows)\n", o.out.c_str(), tab.rows.size());
+  return tab;
 }
 
 // The data-parallel rows of one worker run, averaged over its ranks, per cap.
@@ -491,7 +516,7 @@ struct DdpAgg {
   }
 };
 
-void study_ranks(const Options& o, Runner& run) {
+Table study_ranks(const Options& o, Runner& run) {
   std::printf("[ranks] data-parallel wide-MLP step, ranks 1..%d x %d thread(s), 25 MiB buckets, %d round(s)\n", o.ranks,
               o.rank_threads, o.reps);
   std::map<int, DdpAgg> agg;
@@ -511,11 +536,10 @@ void study_ranks(const Options& o, Runner& run) {
     if (!agg.count(P)) throw Failure("ddp worker reported nothing for " + std::to_string(P) + " rank(s)");
     tab.rows.push_back(agg[P].row(run.rank_placement(P, o.rank_threads), run.load_med()));
   }
-  write_csv(o.out + "/ranks.csv", tab);
-  std::printf("[ranks] wrote %s/ranks.csv (%zu rows)\n", o.out.c_str(), tab.rows.size());
+  return tab;
 }
 
-void study_buckets(const Options& o, Runner& run) {
+Table study_buckets(const Options& o, Runner& run) {
   if (o.ranks < 2) throw UsageError("--studies buckets needs --ranks 2 or more");
   std::printf("[buckets] wide-MLP step, caps auto/1/25 MiB, ranks 2..%d x %d thread(s), %d round(s)\n", o.ranks,
               o.rank_threads, o.reps);
@@ -538,41 +562,42 @@ void study_buckets(const Options& o, Runner& run) {
       if (!agg.count({P, c})) throw Failure("ddp worker reported nothing for cap " + c + " at " + std::to_string(P) + " ranks");
       tab.rows.push_back(agg[{P, c}].row(run.rank_placement(P, o.rank_threads), run.load_med()));
     }
-  write_csv(o.out + "/buckets.csv", tab);
-  std::printf("[buckets] wrote %s/buckets.csv (%zu rows)\n", o.out.c_str(), tab.rows.size());
+  return tab;
 }
 
-// poly_train --stats: "training: N epochs in T s ..." and one row per rank after the header.
-struct PolyStats {
-  double epochs = 0;
-  std::vector<std::array<double, 6>> ranks;  // forward, backward, optim, total, comm, exposed
-};
-PolyStats parse_poly(const std::string& out) {
-  PolyStats p;
-  std::istringstream in(out);
-  std::string line;
-  bool table = false;
-  while (std::getline(in, line)) {
-    long long e = 0;
-    if (std::sscanf(line.c_str(), "training: %lld epochs", &e) == 1) p.epochs = double(e);
-    if (line.rfind("rank ", 0) == 0 && line.find("forward_s") != std::string::npos) {
-      table = true;
-      continue;
-    }
-    if (table) {
-      int r = 0;
-      std::array<double, 6> v{};
-      if (std::sscanf(line.c_str(), "%d %lf %lf %lf %lf %lf %lf", &r, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) == 7)
-        p.ranks.push_back(v);
-      else
-        table = false;
-    }
+// poly_train's --stats-json file (drivers/poly_train/report.cpp): JSON lines, the last one the
+// summary, whose per_rank[r][kPolyTimes[i]] are rank r's seconds over its `epochs` trained
+// epochs. Returns epochs and the per-epoch means over the ranks, in kPolyTimes' order.
+constexpr const char* kPolySchema = "hddp.poly_train.stats/1";
+constexpr const char* kPolyTimes[] = {"forward_s", "backward_s", "optim_s", "total_s", "comm_s", "exposed_s"};
+std::pair<double, std::vector<double>> read_poly_stats(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Failure("poly study: poly_train wrote no '" + path + "'");
+  std::string line, last;
+  while (std::getline(f, line))
+    if (!line.empty()) last = line;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(last);
+    const auto schema = j.find("schema");
+    if (schema == j.end() || *schema != kPolySchema)
+      throw Failure("poly study: '" + path + "' has schema " + (schema == j.end() ? "(none)" : schema->dump()) +
+                    ", expected \"" + kPolySchema + "\"");
+    if (j.value("type", "") != "summary") throw Failure("poly study: '" + path + "' ends without its summary line");
+    const double epochs = j.at("epochs").get<double>();
+    const nlohmann::json& ranks = j.at("per_rank");
+    if (!(epochs > 0) || !ranks.is_array() || ranks.empty())
+      throw Failure("poly study: '" + path + "' has no epochs or no per_rank rows");
+    std::vector<double> m(std::size(kPolyTimes));
+    for (const nlohmann::json& r : ranks)
+      for (size_t i = 0; i < m.size(); ++i) m[i] += r.at(kPolyTimes[i]).get<double>() / double(ranks.size()) / epochs;
+    return {epochs, m};
+  } catch (const nlohmann::json::exception& e) {
+    throw Failure("poly study: cannot read '" + path + "': " + e.what());
   }
-  if (p.epochs <= 0 || p.ranks.empty()) throw Failure("poly_train printed no 'training:' line or --stats table:\n" + out);
-  return p;
 }
 
-void study_poly(const Options& o, Runner& run, const std::string& poly_train) {
+Table study_poly(const Options& o, Runner& run) {
+  const std::string poly_train = o.poly_train.empty() ? dir_of_self() + "/../drivers/poly_train" : o.poly_train;
   if (access(poly_train.c_str(), X_OK) != 0)
     throw Failure("poly study: no poly_train at '" + poly_train + "' (build it, or pass --poly-train PATH)");
   // Threads at 1 rank, then ranks at --rank-threads.
@@ -582,7 +607,7 @@ void study_poly(const Options& o, Runner& run, const std::string& poly_train) {
     if (std::find(runs.begin(), runs.end(), std::make_pair(P, o.rank_threads)) == runs.end()) runs.emplace_back(P, o.rank_threads);
   std::printf("[poly] poly_train %s: threads %s at 1 rank, ranks 1..%d x %d thread(s), %d round(s)\n", o.poly_args.c_str(),
               threads_list(o.threads).c_str(), o.ranks, o.rank_threads, o.reps);
-  const std::string scratch = o.out + "/poly-run";
+  const std::string scratch = o.out + "/poly-run", stats = scratch + "/stats.json";
   mkdir(scratch.c_str(), 0755);
   std::map<std::pair<int, int>, std::map<std::string, Samples>> agg;
   run.reset_load();
@@ -591,20 +616,16 @@ void study_poly(const Options& o, Runner& run, const std::string& poly_train) {
       std::vector<std::string> cmd = {poly_train, "--log-every", "1000000000"};
       std::istringstream in(o.poly_args);
       for (std::string w; in >> w;) cmd.push_back(w);
-      cmd.insert(cmd.end(), {"--threads", std::to_string(t), "--stats", "--no-plot", "--out", scratch});
-      std::string out;
+      cmd.insert(cmd.end(), {"--threads", std::to_string(t), "--stats-json", stats, "--no-plot", "--out", scratch});
       const std::string pl = P == 1 && t == 1 ? o.placement : run.rank_placement(P, t);
+      std::remove(stats.c_str());  // no stale file from the previous run
       run.mpi(P, t, pl, cmd,
               "poly round " + std::to_string(r + 1) + "/" + std::to_string(o.reps) + ", " + std::to_string(P) +
-                  " rank(s) x " + std::to_string(t) + " thread(s)",
-              &out);
-      const PolyStats s = parse_poly(out);
-      std::array<double, 6> m{};
-      for (const auto& v : s.ranks)
-        for (int i = 0; i < 6; ++i) m[size_t(i)] += v[size_t(i)] / double(s.ranks.size()) / s.epochs;
+                  " rank(s) x " + std::to_string(t) + " thread(s)");
+      const auto [epochs, m] = read_poly_stats(stats);
       auto& a = agg[{P, t}];
       a["forward_s"].add(m[0]), a["backward_s"].add(m[1]), a["optim_s"].add(m[2]), a["step_s"].add(m[3]);
-      a["comm_s"].add(m[4]), a["exposed_s"].add(m[5]), a["compute_s"].add(m[3] - m[5]), a["epochs"].add(s.epochs);
+      a["comm_s"].add(m[4]), a["exposed_s"].add(m[5]), a["compute_s"].add(m[3] - m[5]), a["epochs"].add(epochs);
     }
   Table tab;
   tab.header = {"ranks", "threads", "placement", "reps", "epochs", "step_s", "step_min_s", "step_max_s", "compute_s",
@@ -627,13 +648,12 @@ void study_poly(const Options& o, Runner& run, const std::string& poly_train) {
       tab.rows[i][size_t(tab.col("speedup"))] = fmt(s, 4);
       tab.rows[i][size_t(tab.col("efficiency"))] = fmt(s / tab.num(i, "threads"), 4);
     }
-  for (const char* f : {"/eval.csv", "/loss.csv"}) std::remove((scratch + f).c_str());
+  for (const char* f : {"/eval.csv", "/loss.csv", "/stats.json"}) std::remove((scratch + f).c_str());
   rmdir(scratch.c_str());
-  write_csv(o.out + "/poly.csv", tab);
-  std::printf("[poly] wrote %s/poly.csv (%zu rows)\n", o.out.c_str(), tab.rows.size());
+  return tab;
 }
 
-void study_placement(const Options& o, Runner& run) {
+Table study_placement(const Options& o, Runner& run) {
   const int cores = available_cores();
   std::printf("[placement] OMP_PLACES=cores OMP_PROC_BIND=close vs unset: GEMM and step at threads %s; DDP step at 2 ranks\n",
               threads_list(o.threads).c_str());
@@ -704,20 +724,42 @@ void study_placement(const Options& o, Runner& run) {
                            fmt(run.load_med(), 3)});
     tab.rows.push_back(row);
   }
-  write_csv(o.out + "/placement.csv", tab);
   if (!affinity.empty()) {
     std::ofstream f(o.out + "/placement_affinity.txt");
     f << "# Cpus_allowed_list of every thread of each rank (first round), /proc/self/task/*/status\n" << affinity;
   }
-  std::printf("[placement] wrote %s/placement.csv (%zu rows)\n", o.out.c_str(), tab.rows.size());
+  return tab;
 }
 
-std::string dir_of_self() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, size_t(n));
-  return p.substr(0, p.find_last_of('/'));
+const std::vector<Study>& studies() {
+  static const std::vector<Study> v = {
+      {"gemm",
+       "GEMM at the wide MLP's linear-layer shapes, hddp vs OpenBLAS, vs threads:\n"
+       "fwd (256,1024,1024) NT, dx (256,1024,1024) NN, dw (1024,1024,256) TN, sq2048",
+       true, study_gemm, plot_gemm, table_gemm},
+      {"step",
+       "one training step of the wide MLP (1-1024-1024-1024-1, tanh, batch 256, Adam),\n"
+       "hddp vs OpenBLAS GEMM, vs threads",
+       true, study_step, plot_step, table_step},
+      {"ranks",
+       "the wide-MLP step data-parallel, mpiexec -n 1..R (batch 256 per rank, 25 MiB\n"
+       "buckets): compute and exposed communication per step",
+       true, study_ranks, plot_ranks, table_ranks},
+      {"poly", "poly_train --stats-json (--poly-args): threads at 1 rank, then ranks 1..R", true, study_poly, plot_poly,
+       table_poly},
+      {"buckets",
+       "the data-parallel wide-MLP step at ranks 2..R with bucket caps auto, 1 MiB and\n"
+       "25 MiB, one model each, steps in rotating order: exposed communication, step\n"
+       "time, and the auto-sizer's prediction",
+       true, study_buckets, plot_buckets, table_buckets},
+      {"placement",
+       "OMP_PLACES=cores OMP_PROC_BIND=close vs unset for GEMM and the step at every\n"
+       "thread count; the DDP step at 2 ranks with --progress test|thread under\n"
+       "mpiexec binding none / per-rank cores / OpenMP binding only, and with the\n"
+       "progress thread on its own core where the cores allow",
+       false, study_placement, plot_placement, table_placement},
+  };
+  return v;
 }
 
 std::vector<std::string> self_command() {
@@ -756,15 +798,24 @@ void draw(const Options& o, const std::string& note) {
                          "Redraw later with --plot-only --out %s\n", o.out.c_str());
     return;
   }
-  const std::pair<const char*, void (*)(const std::string&, const std::string&)> plots[] = {
-      {"gemm", plot_gemm}, {"step", plot_step}, {"ranks", plot_ranks}, {"poly", plot_poly},
-      {"buckets", plot_buckets}, {"placement", plot_placement}};
-  for (const auto& [name, fn] : plots) {
-    const std::string csv = o.out + "/" + name + ".csv";
-    if (!file_exists(csv) || (!o.plot_only && !has(o, name))) continue;
-    fn(o.out, note);
-    std::printf("[%s] wrote %s/%s.pdf\n", name, o.out.c_str(), name);
+  for (const Study& s : studies()) {
+    const std::string csv = o.out + "/" + s.name + ".csv";
+    if (!file_exists(csv) || (!o.plot_only && !has(o, s.name))) continue;
+    s.plot(read_csv(csv), o.out + "/" + s.name + ".pdf", note);
+    std::printf("[%s] wrote %s/%s.pdf\n", s.name, o.out.c_str(), s.name);
   }
+}
+
+// The CSVs in dir as markdown tables on stdout (--tables).
+void print_tables(const std::string& dir) {
+  int n = 0;
+  for (const Study& s : studies()) {
+    const std::string csv = std::string(s.name) + ".csv";
+    if (!file_exists(dir + "/" + csv)) continue;
+    s.table(read_csv(dir + "/" + csv), csv);
+    ++n;
+  }
+  if (n == 0) throw Failure("--tables: no study CSVs in '" + dir + "'");
 }
 
 int orchestrate(const Options& o) {
@@ -793,19 +844,15 @@ int orchestrate(const Options& o) {
       << "threads: " << threads_list(o.threads) << "; ranks 1.." << o.ranks << " x " << o.rank_threads << " thread(s)\n"
       << "reps: " << o.reps << ", min-time " << o.min_time << " s, steps " << o.steps << "\n";
   }
-  const std::string poly_train = o.poly_train.empty() ? dir_of_self() + "/../drivers/poly_train" : o.poly_train;
   Runner run(o, self_command());
   std::printf("scaling: %s\nscaling: studies", note.c_str());
   for (const std::string& s : o.studies) std::printf(" %s", s.c_str());
   std::printf(" -> %s\n", o.out.c_str());
   const auto t0 = std::chrono::steady_clock::now();
-  for (const std::string& s : o.studies) {
-    if (s == "gemm") study_gemm(o, run);
-    else if (s == "step") study_step(o, run);
-    else if (s == "ranks") study_ranks(o, run);
-    else if (s == "poly") study_poly(o, run, poly_train);
-    else if (s == "buckets") study_buckets(o, run);
-    else if (s == "placement") study_placement(o, run);
+  for (const std::string& name : o.studies) {
+    const Table tab = find_study(name)->run(o, run);
+    write_csv(o.out + "/" + name + ".csv", tab);
+    std::printf("[%s] wrote %s/%s.csv (%zu rows)\n", name.c_str(), o.out.c_str(), name.c_str(), tab.rows.size());
   }
   {
     std::ofstream m(o.out + "/machine.txt", std::ios::app);

@@ -139,8 +139,7 @@ void thread_panels(Gnuplot& gp, const std::string& title, const std::string& per
 
 }  // namespace
 
-void plot_gemm(const std::string& dir, const std::string& note) {
-  const Table t = read_csv(dir + "/gemm.csv");
+void plot_gemm(const Table& t, const std::string& pdf, const std::string& note) {
   std::map<std::string, Series> by;
   std::vector<std::string> order;
   std::map<std::string, int> shape_color;
@@ -164,14 +163,13 @@ void plot_gemm(const std::string& dir, const std::string& note) {
   std::vector<Series> series;
   for (const std::string& k : order) series.push_back(by[k]);
   const std::string pl = t.rows.empty() ? "" : t.str(0, "placement");
-  with_gnuplot(dir + "/gemm.pdf", "13in,4.2in", [&](Gnuplot& gp) {
+  with_gnuplot(pdf, "13in,4.2in", [&](Gnuplot& gp) {
     thread_panels(gp, "GEMM, hddp (solid) vs OpenBLAS (dashed), placement " + pl + "\n" + note + load_range(t) + cpu_share(t),
                   "GFLOP/s", series, maxt);
   });
 }
 
-void plot_step(const std::string& dir, const std::string& note) {
-  const Table t = read_csv(dir + "/step.csv");
+void plot_step(const Table& t, const std::string& pdf, const std::string& note) {
   std::map<std::string, Series> by;
   std::vector<std::string> order;
   double maxt = 1;
@@ -190,7 +188,7 @@ void plot_step(const std::string& dir, const std::string& note) {
   std::vector<Series> series;
   for (const std::string& k : order) series.push_back(by[k]);
   const std::string pl = t.rows.empty() ? "" : t.str(0, "placement");
-  with_gnuplot(dir + "/step.pdf", "13in,4.2in", [&](Gnuplot& gp) {
+  with_gnuplot(pdf, "13in,4.2in", [&](Gnuplot& gp) {
     thread_panels(gp, "Wide-MLP training step (1-1024-1024-1024-1, batch 256, Adam), placement " + pl + "\n" + note +
                           load_range(t) + cpu_share(t),
                   "ms per step (median)", series, maxt);
@@ -215,14 +213,13 @@ void stacked_style(Gnuplot& gp) {
 
 }  // namespace
 
-void plot_ranks(const std::string& dir, const std::string& note) {
-  const Table t = read_csv(dir + "/ranks.csv");
+void plot_ranks(const Table& t, const std::string& pdf, const std::string& note) {
   std::vector<std::tuple<std::string, double, double>> rows;
   for (size_t i = 0; i < t.rows.size(); ++i)
     rows.emplace_back(t.str(i, "ranks") + (t.str(i, "ranks") == "1" ? " rank" : " ranks") + "\\n(" + t.str(i, "placement") + ")",
                       1e3 * t.num(i, "compute_s"), 1e3 * t.num(i, "exposed_s"));
   const std::string th = t.rows.empty() ? "?" : t.str(0, "threads");
-  with_gnuplot(dir + "/ranks.pdf", "7in,4.5in", [&](Gnuplot& gp) {
+  with_gnuplot(pdf, "7in,4.5in", [&](Gnuplot& gp) {
     stacked_style(gp);
     gp << datablock("d", rows)
        << "set title \"" << esc("Data-parallel wide-MLP step (batch 256 per rank, 25 MiB buckets), " + th +
@@ -234,8 +231,7 @@ void plot_ranks(const std::string& dir, const std::string& note) {
   });
 }
 
-void plot_poly(const std::string& dir, const std::string& note) {
-  const Table t = read_csv(dir + "/poly.csv");
+void plot_poly(const Table& t, const std::string& pdf, const std::string& note) {
   std::vector<std::pair<double, double>> sweep;
   std::vector<std::tuple<std::string, double, double>> rows;
   double maxt = 1;
@@ -256,7 +252,7 @@ void plot_poly(const std::string& dir, const std::string& note) {
       rows.emplace_back(t.str(i, "ranks") + (t.str(i, "ranks") == "1" ? " rank" : " ranks"), 1e3 * t.num(i, "compute_s"),
                         1e3 * t.num(i, "exposed_s"));
   std::sort(sweep.begin(), sweep.end());
-  with_gnuplot(dir + "/poly.pdf", "11in,4.2in", [&](Gnuplot& gp) {
+  with_gnuplot(pdf, "11in,4.2in", [&](Gnuplot& gp) {
     gp << "set multiplot layout 1,2 title \"" << esc("poly_train --stats, per epoch\n" + note + load_range(t)) << "\"\n"
        << "set logscale x 2\nset xrange [0.8:" << maxt * 1.25 << "]\nset xlabel 'OpenMP threads (1 rank)'\n"
        << "set ylabel 'ms per epoch'\nset yrange [0:*]\n"
@@ -270,8 +266,7 @@ void plot_poly(const std::string& dir, const std::string& note) {
   });
 }
 
-void plot_buckets(const std::string& dir, const std::string& note) {
-  const Table t = read_csv(dir + "/buckets.csv");
+void plot_buckets(const Table& t, const std::string& pdf, const std::string& note) {
   std::map<int, std::vector<std::tuple<std::string, double, double>>> by_ranks;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const std::string cap = t.str(i, "cap");
@@ -282,7 +277,7 @@ void plot_buckets(const std::string& dir, const std::string& note) {
     else std::snprintf(label, sizeof label, "%s MiB\\n%d ranks", cap.c_str(), P);
     by_ranks[P].emplace_back(label, 1e3 * t.num(i, "compute_s"), 1e3 * t.num(i, "exposed_s"));
   }
-  with_gnuplot(dir + "/buckets.pdf", "8in,4.5in", [&](Gnuplot& gp) {
+  with_gnuplot(pdf, "8in,4.5in", [&](Gnuplot& gp) {
     stacked_style(gp);
     std::string plot = "plot ";
     bool first = true;
@@ -301,8 +296,7 @@ void plot_buckets(const std::string& dir, const std::string& note) {
   });
 }
 
-void plot_placement(const std::string& dir, const std::string& note) {
-  const Table t = read_csv(dir + "/placement.csv");
+void plot_placement(const Table& t, const std::string& pdf, const std::string& note) {
   // Left: time(unset) / time(close) per thread-sweep configuration; right: DDP step.
   std::map<std::string, double> close_t;
   for (size_t i = 0; i < t.rows.size(); ++i)
@@ -324,7 +318,7 @@ void plot_placement(const std::string& dir, const std::string& note) {
     if (t.str(i, "bench") == "ddp")
       ddp.emplace_back(t.str(i, "placement") + "\\n" + t.str(i, "progress"),
                        1e3 * (t.num(i, "time_s") - t.num(i, "exposed_s")), 1e3 * t.num(i, "exposed_s"));
-  with_gnuplot(dir + "/placement.pdf", "12in,4.5in", [&](Gnuplot& gp) {
+  with_gnuplot(pdf, "12in,4.5in", [&](Gnuplot& gp) {
     gp << "set multiplot layout 1,2 title \"" << esc("Placement: OMP_PLACES=cores OMP_PROC_BIND=close vs unset\n" + note + load_range(t))
        << "\"\n";
     gp << ratio.str() << "set style data histograms\nset style histogram clustered\nset style fill solid 0.85 border rgb '#333333'\n"
@@ -419,65 +413,57 @@ void ddp_table(const Table& t, bool caps) {
 
 }  // namespace
 
-void print_tables(const std::string& dir) {
-  int n = 0;
-  if (file_exists(dir + "/gemm.csv")) {
-    const Table t = read_csv(dir + "/gemm.csv");
-    std::printf("GEMM (gemm.csv): GFLOP/s (parallel efficiency), medians of %s rounds, placement %s\n\n",
-                t.rows.empty() ? "?" : t.str(0, "reps").c_str(), t.rows.empty() ? "?" : t.str(0, "placement").c_str());
-    thread_table(t, {"shape", "trans", "M", "N", "K", "backend"}, "GFLOP/s (eff.)", [](const Table& t, size_t i) {
-      return f1(t.num(i, "gflops")) + " (" + f2(t.num(i, "efficiency")) + ")";
-    });
-    ++n;
-  }
-  if (file_exists(dir + "/step.csv")) {
-    const Table t = read_csv(dir + "/step.csv");
-    std::printf("Wide-MLP step (step.csv): ms per step (parallel efficiency), medians of %s rounds\n\n",
-                t.rows.empty() ? "?" : t.str(0, "reps").c_str());
-    thread_table(t, {"model", "backend"}, "ms (eff.)", [](const Table& t, size_t i) {
-      return ms(t.num(i, "time_s")) + " (" + f2(t.num(i, "efficiency")) + ")";
-    });
-    ++n;
-  }
-  if (file_exists(dir + "/ranks.csv")) {
-    std::printf("Data-parallel wide-MLP step vs ranks (ranks.csv), per step, mean over ranks, median over rounds\n\n");
-    ddp_table(read_csv(dir + "/ranks.csv"), false);
-    ++n;
-  }
-  if (file_exists(dir + "/buckets.csv")) {
-    std::printf("Bucket caps (buckets.csv), per step, mean over ranks, median over rounds\n\n");
-    ddp_table(read_csv(dir + "/buckets.csv"), true);
-    ++n;
-  }
-  if (file_exists(dir + "/poly.csv")) {
-    const Table t = read_csv(dir + "/poly.csv");
-    std::printf("poly_train --stats (poly.csv), per epoch, mean over ranks, median over rounds\n\n"
-                "| ranks | threads | placement | ms per epoch (min-max) | compute ms | exposed ms | comm ms | speedup |\n"
-                "|---|---|---|---|---|---|---|---|\n");
-    for (size_t i = 0; i < t.rows.size(); ++i)
-      std::printf("| %s | %s | %s | %s (%s-%s) | %s | %s | %s | %s |\n", t.str(i, "ranks").c_str(), t.str(i, "threads").c_str(),
-                  t.str(i, "placement").c_str(), ms(t.num(i, "step_s")).c_str(), ms(t.num(i, "step_min_s")).c_str(),
-                  ms(t.num(i, "step_max_s")).c_str(), ms(t.num(i, "compute_s")).c_str(), ms(t.num(i, "exposed_s")).c_str(),
-                  ms(t.num(i, "comm_s")).c_str(), t.str(i, "speedup").empty() ? "" : f2(t.num(i, "speedup")).c_str());
-    std::printf("\n");
-    ++n;
-  }
-  if (file_exists(dir + "/placement.csv")) {
-    const Table t = read_csv(dir + "/placement.csv");
-    std::printf("Placement (placement.csv), medians of %s rounds\n\n"
-                "| bench | config | ranks x threads | placement | progress | ms (min-max) | exposed ms | CPU share |\n"
-                "|---|---|---|---|---|---|---|---|\n",
-                t.rows.empty() ? "?" : t.str(0, "reps").c_str());
-    for (size_t i = 0; i < t.rows.size(); ++i)
-      std::printf("| %s | %s | %s x %s | %s | %s | %s (%s-%s) | %s | %s |\n", t.str(i, "bench").c_str(), t.str(i, "config").c_str(),
-                  t.str(i, "ranks").c_str(), t.str(i, "threads").c_str(), t.str(i, "placement").c_str(),
-                  t.str(i, "progress").c_str(), ms(t.num(i, "time_s")).c_str(), ms(t.num(i, "time_min_s")).c_str(),
-                  ms(t.num(i, "time_max_s")).c_str(), std::isfinite(t.num(i, "exposed_s")) ? ms(t.num(i, "exposed_s")).c_str() : "",
-                  std::isfinite(t.num(i, "cpu_util")) ? f2(t.num(i, "cpu_util")).c_str() : "");
-    std::printf("\n");
-    ++n;
-  }
-  if (n == 0) throw Failure("--tables: no study CSVs in '" + dir + "'");
+void table_gemm(const Table& t, const std::string& csv) {
+  std::printf("GEMM (%s): GFLOP/s (parallel efficiency), medians of %s rounds, placement %s\n\n", csv.c_str(),
+              t.rows.empty() ? "?" : t.str(0, "reps").c_str(), t.rows.empty() ? "?" : t.str(0, "placement").c_str());
+  thread_table(t, {"shape", "trans", "M", "N", "K", "backend"}, "GFLOP/s (eff.)", [](const Table& t, size_t i) {
+    return f1(t.num(i, "gflops")) + " (" + f2(t.num(i, "efficiency")) + ")";
+  });
+}
+
+void table_step(const Table& t, const std::string& csv) {
+  std::printf("Wide-MLP step (%s): ms per step (parallel efficiency), medians of %s rounds\n\n", csv.c_str(),
+              t.rows.empty() ? "?" : t.str(0, "reps").c_str());
+  thread_table(t, {"model", "backend"}, "ms (eff.)", [](const Table& t, size_t i) {
+    return ms(t.num(i, "time_s")) + " (" + f2(t.num(i, "efficiency")) + ")";
+  });
+}
+
+void table_ranks(const Table& t, const std::string& csv) {
+  std::printf("Data-parallel wide-MLP step vs ranks (%s), per step, mean over ranks, median over rounds\n\n", csv.c_str());
+  ddp_table(t, false);
+}
+
+void table_buckets(const Table& t, const std::string& csv) {
+  std::printf("Bucket caps (%s), per step, mean over ranks, median over rounds\n\n", csv.c_str());
+  ddp_table(t, true);
+}
+
+void table_poly(const Table& t, const std::string& csv) {
+  std::printf("poly_train --stats (%s), per epoch, mean over ranks, median over rounds\n\n"
+              "| ranks | threads | placement | ms per epoch (min-max) | compute ms | exposed ms | comm ms | speedup |\n"
+              "|---|---|---|---|---|---|---|---|\n",
+              csv.c_str());
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    std::printf("| %s | %s | %s | %s (%s-%s) | %s | %s | %s | %s |\n", t.str(i, "ranks").c_str(), t.str(i, "threads").c_str(),
+                t.str(i, "placement").c_str(), ms(t.num(i, "step_s")).c_str(), ms(t.num(i, "step_min_s")).c_str(),
+                ms(t.num(i, "step_max_s")).c_str(), ms(t.num(i, "compute_s")).c_str(), ms(t.num(i, "exposed_s")).c_str(),
+                ms(t.num(i, "comm_s")).c_str(), t.str(i, "speedup").empty() ? "" : f2(t.num(i, "speedup")).c_str());
+  std::printf("\n");
+}
+
+void table_placement(const Table& t, const std::string& csv) {
+  std::printf("Placement (%s), medians of %s rounds\n\n"
+              "| bench | config | ranks x threads | placement | progress | ms (min-max) | exposed ms | CPU share |\n"
+              "|---|---|---|---|---|---|---|---|\n",
+              csv.c_str(), t.rows.empty() ? "?" : t.str(0, "reps").c_str());
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    std::printf("| %s | %s | %s x %s | %s | %s | %s (%s-%s) | %s | %s |\n", t.str(i, "bench").c_str(), t.str(i, "config").c_str(),
+                t.str(i, "ranks").c_str(), t.str(i, "threads").c_str(), t.str(i, "placement").c_str(),
+                t.str(i, "progress").c_str(), ms(t.num(i, "time_s")).c_str(), ms(t.num(i, "time_min_s")).c_str(),
+                ms(t.num(i, "time_max_s")).c_str(), std::isfinite(t.num(i, "exposed_s")) ? ms(t.num(i, "exposed_s")).c_str() : "",
+                std::isfinite(t.num(i, "cpu_util")) ? f2(t.num(i, "cpu_util")).c_str() : "");
+  std::printf("\n");
 }
 
 }  // namespace scaling

@@ -202,6 +202,7 @@ int run(Env& env, const Options& o) {
   ddp.set_check_finite(true);  // each layer's local gradients, before its bucket is launched
   Guard guard(env, o, watchdog, state.start(), [&] { return state.kept_note(); });
 
+  open_stats(env, o);
   std::printf("Running DDP on rank %d/%d.\n", rank, size);
   std::fflush(stdout);
   if (rank == 0 && !o.checkpoint.empty()) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <gnuplot-iostream.h>
 #include <sstream>
 
@@ -29,6 +30,10 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // block training, so a launcher that stops reading cannot keep the ranks from a signal's
 // checkpoint (drivers/common/line_log.h). Flushed, blocking, once training is over.
 hddp::drivers::LineLog g_log(stdout), g_progress(stderr);
+
+// --stats-json on rank 0: JSON lines, every one with "schema" and "type" (progress | summary).
+constexpr const char* kStatsSchema = "hddp.poly_train.stats/1";
+std::unique_ptr<std::ofstream> g_stats;
 
 constexpr int64_t kEvalChunk = 256;  // rows per forward pass of the evaluation
 
@@ -88,12 +93,23 @@ void log_epoch(const hddp::mpi::Env& env, const Options& o, int64_t epoch, float
   if (epoch % o.log_every != 0) return;
   g_log.line("epoch %lld, loss = %.6g, rank %d/%d (%s).\n", (long long)epoch, double(loss), env.rank(), env.size(),
              env.hostname().c_str());
-  if (env.root() && epoch > start) {
-    const double el = seconds(t_start, Clock::now()), per = el / double(epoch - start + 1);
+  if (!env.root()) return;
+  const double per = seconds(t_start, Clock::now()) / double(epoch - start + 1);
+  if (g_stats) {
+    const nlohmann::ordered_json j{{"schema", kStatsSchema}, {"type", "progress"}, {"epoch", epoch},
+                                   {"loss", double(loss)},   {"step_s", per}};
+    *g_stats << j.dump() << '\n';  // a regular file: never blocks for long
+  }
+  if (epoch > start)
     g_progress.line("progress: epoch %lld/%lld (%.0f%%), %.2f us/step, ETA %.1f s\n", (long long)epoch,
                     (long long)o.epochs, 100.0 * double(epoch) / double(o.epochs), per * 1e6,
                     per * double(o.epochs - epoch - 1));
-  }
+}
+
+void open_stats(const hddp::mpi::Env& env, const Options& o) {
+  if (!env.root() || o.stats_json.empty()) return;
+  g_stats = std::make_unique<std::ofstream>(o.stats_json, std::ios::trunc);
+  HDDP_CHECK(*g_stats, "--stats-json: cannot write '" << o.stats_json << "'");
 }
 
 void flush_logs() { g_log.flush(), g_progress.flush(); }
@@ -150,10 +166,10 @@ void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& r
                 (long long)rs.bytes_per_step, hddp::to_string(ddp.reducer().mode()));
     std::printf("placement: %s\n", placement_line(run.placement).c_str());
   }
-  if (!o.stats_json.empty()) {
-    // The same figures as --stats, for programs (bench/scaling): schema hddp.poly_train.stats/1.
+  if (g_stats) {
+    // The same figures as --stats, for programs (bench/scaling): the last line of the file.
     nlohmann::ordered_json j;
-    j["schema"] = "hddp.poly_train.stats/1";
+    j["schema"] = kStatsSchema, j["type"] = "summary";
     j["ranks"] = size, j["threads"] = run.threads, j["gemm"] = hddp::to_string(hddp::gemm_backend());
     j["epochs"] = trained, j["start_epoch"] = run.start, j["total_epochs"] = o.epochs;
     j["step_s"] = step_s;  // rank 0's training time per epoch
@@ -169,7 +185,10 @@ void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& r
     for (const hddp::RankPlacement& p : run.placement)
       j["placement"].push_back({{"rank", p.rank}, {"node", p.node}, {"cpus", hddp::cpu_list(p.thread_cpus())},
                                 {"threads", p.threads.size()}, {"pinned", p.pinned()}});
-    hddp::write_file_atomic(o.stats_json, j.dump(2) + "\n");
+    *g_stats << j.dump() << '\n';
+    g_stats->close();
+    HDDP_CHECK(!g_stats->fail(), "--stats-json: error writing '" << o.stats_json << "'");
+    g_stats.reset();
   }
   if (o.plot) {
     if (!hddp::gnuplot::available()) {

@@ -23,6 +23,10 @@ namespace poly {
 void log_epoch(const hddp::mpi::Env& env, const Options& o, int64_t epoch, float loss, int64_t start,
                std::chrono::steady_clock::time_point t_start);
 void flush_logs();
+// --stats-json FILE (rank 0): opens it for JSON lines, one {"type": "progress"} object per epoch
+// line of rank 0 (epoch, loss, step_s so far) and, from report_run, one {"type": "summary"}
+// with what --stats prints (schema "hddp.poly_train.stats/1" in every line).
+void open_stats(const hddp::mpi::Env& env, const Options& o);
 
 // This rank's training time per phase, seconds, and the trace events of one step.
 struct PhaseTimes {

@@ -65,14 +65,45 @@ else
   fail "sharded: P=1 and P=3 predictions differ"
 fi
 
-# Overlapped vs blocking vs progress thread: identical results.
-for mode in "" "--no-overlap" "--progress thread"; do
+# Every reducer mode, and the older spellings: identical results.
+for mode in "" "--no-overlap" "--progress thread" "--reduce-mode blocking" "--reduce-mode thread"; do
   tag=$(echo "m$mode" | tr -d ' -'); mkdir -p "$WORK/$tag"
   # shellcheck disable=SC2086
   "${MPI[@]}" -n 2 "$BIN" --epochs 200 --no-plot $mode --out "$WORK/$tag" >"$WORK/$tag/log" 2>&1 || fail "mode '$mode' failed"
 done
-cmp -s "$WORK/m/eval.csv" "$WORK/mnooverlap/eval.csv" && cmp -s "$WORK/m/eval.csv" "$WORK/mprogressthread/eval.csv" \
-  && pass "overlap modes agree" || fail "overlapped, blocking and thread-progress runs differ"
+same=1
+for tag in mnooverlap mprogressthread mreducemodeblocking mreducemodethread; do
+  cmp -s "$WORK/m/eval.csv" "$WORK/$tag/eval.csv" || { same=0; fail "reducer mode $tag differs from the default"; }
+done
+[ $same -eq 1 ] && pass "reducer modes agree"
+
+# --stats-json on 2 ranks: JSON lines, a progress object per loss line of rank 0, then the
+# summary with both ranks' timings and the mode; the same figures --stats prints.
+d=$WORK/statsjson; mkdir -p "$d"
+if "${MPI[@]}" -n 2 "$BIN" --epochs 300 --log-every 100 --no-plot --reduce-mode thread --stats --stats-json "$d/s.jsonl" \
+    --out "$d" >"$d/log" 2>&1; then
+  if python3 - "$d/s.jsonl" "$d/log" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert all(l["schema"] == "hddp.poly_train.stats/1" for l in lines), "a line without the schema"
+progress, summary = lines[:-1], lines[-1]
+assert [p["type"] for p in progress] == ["progress"] * 3 and [p["epoch"] for p in progress] == [0, 100, 200], progress
+assert summary["type"] == "summary" and summary["ranks"] == 2 and summary["epochs"] == 300, summary
+assert summary["reducer"]["mode"] == "thread" and summary["reducer"]["buckets"] >= 1, summary["reducer"]
+assert [r["rank"] for r in summary["per_rank"]] == [0, 1], summary["per_rank"]
+assert all(r["total_s"] > 0 and r["comm_s"] >= r["exposed_s"] >= 0 for r in summary["per_rank"]), summary["per_rank"]
+assert len(summary["placement"]) == 2 and summary["evaluation"]["points"] == 32, summary
+# rank 0's total_s as --stats prints it (6 decimals)
+row0 = next(l.split() for l in open(sys.argv[2]) if l.startswith("0 "))
+assert abs(float(row0[4]) - summary["per_rank"][0]["total_s"]) < 1e-6, (row0, summary["per_rank"][0])
+print(f"stats-json: {len(lines)} lines")
+PY
+  then pass "--stats-json: progress lines and the summary"
+  else fail "--stats-json: $(head -c 400 "$d/s.jsonl")"
+  fi
+else
+  fail "--stats-json run exited non-zero: $(tail -3 "$d/log")"
+fi
 
 # --trace on 3 ranks: one valid JSON document (chrome://tracing and Perfetto refuse anything
 # else), every rank's forward/backward/optimizer once per epoch, and every bucket's allreduce
@@ -103,7 +134,8 @@ fi
 # --help lists every option and exits 0.
 if out=$("$BIN" --help); then
   for f in --epochs --batch-size --lr --optimizer --function --hidden --seed --sampling --log-every --out \
-           --plot --no-plot --bucket-mb --first-bucket-mb --no-overlap --threads --trace --stats; do
+           --plot --no-plot --bucket-mb --first-bucket-mb --reduce-mode --no-overlap --threads --trace --stats \
+           --stats-json; do
     grep -q -- "$f" <<<"$out" || fail "--help does not mention $f"
   done
   pass "--help"
@@ -118,6 +150,8 @@ bad_cases=(
   "--hidden 0|--hidden" "--optimizer rmsprop|--optimizer" "--function sin|--function" "--sampling x|--sampling"
   "--bogus|unknown option" "--epochs|missing value" "--out /proc/hddp-no-such-dir|--out"
   "--log-every 0|--log-every" "--bucket-mb 0|--bucket-mb" "--threads -1|--threads"
+  "--reduce-mode overlap|--reduce-mode" "--progress blocking|--progress" "--gemm fast|--gemm"
+  "--trace /proc/hddp-no-such-dir/t.json|--trace" "--stats-json /proc/hddp-no-such-dir/s.jsonl|--stats-json"
 )
 for c in "${bad_cases[@]}"; do
   args=${c%%|*} want=${c##*|}
