@@ -4,7 +4,7 @@
 # reducer's own path (bench_allreduce allreduce/reducer/*) per mode and size. Runs alternate
 # between the builds (order flipped every round); the figure is the median over rounds of the
 # per-round ratio B/A. Prints markdown tables for bench/RESULTS.md. Run on a quiet machine.
-#   bash bench/builds_compare.sh <build A> <build B>     (ROUNDS=9 EPOCHS=20000)
+#   bash bench/builds_compare.sh <build A> <build B>     (ROUNDS=9 EPOCHS=20000 PARTS="poly reducer")
 # Example: git worktree add /tmp/base <commit>; cmake -S /tmp/base -B /tmp/base/build
 #   -DCMAKE_BUILD_TYPE=Release; cmake --build /tmp/base/build --target poly_train bench_allreduce;
 #   bash bench/builds_compare.sh /tmp/base/build build
@@ -12,6 +12,7 @@ set -euo pipefail
 A=${1:?usage: builds_compare.sh <build A> <build B>} B=${2:?usage: builds_compare.sh <build A> <build B>}
 ROUNDS=${ROUNDS:-9}
 EPOCHS=${EPOCHS:-20000}
+PARTS=${PARTS:-poly reducer}
 for b in "$A" "$B"; do
   for exe in drivers/poly_train bench/bench_allreduce; do
     [ -x "$b/$exe" ] || { echo "builds_compare.sh: $b/$exe is missing; build it first" >&2; exit 1; }
@@ -26,6 +27,7 @@ range() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } EN
 
 echo "A: $A ($(git -C "$(dirname "$A")" rev-parse --short HEAD 2>/dev/null || echo '?')), B: $B ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores; $(lscpu | grep -o 'avx512f\|avx2' | sort -u | tr '\n' ' ')"
+if [[ " $PARTS " == *" poly "* ]]; then
 echo
 echo "poly_train, tutorial model, $EPOCHS epochs, 1 thread per rank, $ROUNDS rounds:"
 echo
@@ -49,11 +51,13 @@ for np in 1 2 3; do
     echo "| $np | $mode | $(med "${a[@]}") | $(med "${b[@]}") | $(med "${r[@]}") | $(range "${r[@]}") |"
   done
 done
+fi
+[[ " $PARTS " == *" reducer "* ]] || exit 0
 
 echo
 echo "bench_allreduce allreduce/reducer (2 ranks), median_us of the reducer's step, $ROUNDS rounds:"
 echo
-FILTER='allreduce/reducer/(blocking|test|thread)/(4B|64KiB|1MiB|4MiB)$'
+FILTER='allreduce/reducer/(blocking|test|thread)/(4B|64KiB|1MiB|4MiB)(/|$)'
 for k in $(seq 1 "$ROUNDS"); do
   for b in $([ $((k % 2)) -eq 1 ] && echo "A B" || echo "B A"); do
     dir=$([ "$b" = A ] && echo "$A" || echo "$B")
