@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds with warnings as errors, and runs every test (ctest); then
 # builds again with AddressSanitizer + UndefinedBehaviorSanitizer (-DHDDP_SANITIZE=ON, into
-# build-asan) and runs the serial and MPI tests there (labels kernels, core, mpi, faults,
+# build-asan) and runs the serial and MPI tests there (labels kernels, core, distributed, mpi, faults,
 # sanitizers).
 #
 #   scripts/test.sh [ctest args]   ctest args apply to the first (normal) pass
@@ -27,5 +27,5 @@ cmake --build "$ASAN_DIR" -j "$JOBS"
 # The sanitizer options (ASAN_OPTIONS, LSAN_OPTIONS with tests/sanitizers/lsan.supp, UBSAN_OPTIONS)
 # are set on every test by tests/CMakeLists.txt; test_sanitizer_canary checks they catch faults.
 cd "$ASAN_DIR"
-ctest --output-on-failure --timeout 900 -j 1 -L 'kernels|core|mpi|faults|sanitizers' \
+ctest --output-on-failure --timeout 900 -j 1 -L 'kernels|core|distributed|mpi|faults|sanitizers' \
   -E '^(test_install|test_poly_train|test_slurm_local|test_faults_slurm_requeue)$'
