@@ -140,6 +140,16 @@ Options parse_options(int argc, const char* const* argv) {
     else if (arg == "--resume") flag_only(), o.resume = true;
     else if (arg == "--check-every") o.check_every = to_int(arg, val());
     else if (arg == "--timeout") o.timeout = to_double(arg, val());
+    else if (arg == "--export") {
+      o.export_path = val();
+      if (o.export_path.empty()) fail("--export: must not be empty");
+    } else if (arg == "--init") {
+      o.init = val();
+      if (o.init.empty()) fail("--init: must not be empty");
+    } else if (arg == "--debug-save-batch") {
+      o.save_batch = val();
+      if (o.save_batch.empty()) fail("--debug-save-batch: must not be empty");
+    }
     else if (arg == "--debug-inject-nan") o.inject_nan = to_inject(arg, val());
     else if (arg == "--debug-throw") o.inject_throw = to_inject(arg, val());
     else fail("unknown option '" + arg + "'");
@@ -166,6 +176,8 @@ Options parse_options(int argc, const char* const* argv) {
     fail("--timeout: must be 0 (off) or in [1, 10000000] seconds");
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) fail("--checkpoint-every: needs --checkpoint FILE");
   if (o.resume && o.checkpoint.empty()) fail("--resume: needs --checkpoint FILE (the file to continue from)");
+  if (o.resume && !o.init.empty())
+    fail("--init: not with --resume (a resumed run continues from its checkpoint's parameters)");
   return o;
 }
 
@@ -203,6 +215,12 @@ std::string help_text(const char* prog) {
      << "  --stats-json FILE     JSON lines: one object per loss line (epoch, loss, time per step),\n"
      << "                        then a summary (per-rank timings, reducer, placement, evaluation)\n"
      << "  --trace FILE          write a Chrome-trace timeline (all ranks) to FILE\n"
+     << "  --export FILE         write the trained weights to FILE in safetensors format, named as\n"
+     << "                        PyTorch names the same nn.Sequential (0.weight, 0.bias, 1.weight);\n"
+     << "                        the scalers' ranges and the layers in its __metadata__\n"
+     << "  --init FILE           start from the weights in FILE (safetensors: from --export, or saved\n"
+     << "                        from PyTorch) instead of the seed's; every name, shape and dtype\n"
+     << "                        must match the model (--hidden)\n"
      << "Parallelism:\n"
      << "  --threads N           OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK,\n"
      << "                        else this node's cores divided among its ranks]\n"
@@ -251,6 +269,7 @@ std::string help_text(const char* prog) {
      << "Debugging (tests):\n"
      << "  --debug-inject-nan EPOCH[:RANK]  rank RANK (default 0) sees a NaN input at epoch EPOCH\n"
      << "  --debug-throw EPOCH[:RANK]       rank RANK throws at epoch EPOCH (its message, then MPI_Abort)\n"
+     << "  --debug-save-batch FILE          rank 0 writes its first batch (scaled x,y) to FILE as CSV\n"
      << "\n"
      << "Epochs are counted from 0 in messages and loss lines (loss.csv counts from 1).\n"
      << "Exit codes: 0 done; 1 runtime error (the failing rank's message, then MPI_Abort ends all\n"

@@ -48,6 +48,8 @@ struct Options {
   bool stats = false;
   std::string stats_json;              // machine-readable statistics file ("" = off)
   bool report_affinity = false;        // print every rank's placement at start (distributed/affinity.h)
+  std::string export_path;             // --export: the trained weights as safetensors ("" = off)
+  std::string init;                    // --init: start from these safetensors weights ("" = seed's)
   bool help = false;
 
   // Faults: checkpoint/resume, signals, non-finite values (README "Faults"; --help).
@@ -63,6 +65,7 @@ struct Options {
     int rank = 0;
   };
   Inject inject_nan, inject_throw;
+  std::string save_batch;              // --debug-save-batch: rank 0's first batch as CSV (x,y scaled)
 };
 
 // Exit codes of poly_train (also in --help and the README).
