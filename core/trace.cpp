@@ -1,8 +1,8 @@
 #include "core/trace.h"
 
-#include <cstdio>
+#include <cmath>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "kernels/check.h"
 
@@ -15,14 +15,16 @@ void Trace::add(std::string name, const char* category, Clock::time_point t_begi
 }
 
 std::string Trace::events_json() const {
-  std::ostringstream os;
-  char buf[128];
-  for (size_t i = 0; i < events_.size(); ++i) {
-    const Event& e = events_[i];
-    std::snprintf(buf, sizeof buf, "\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d", e.ts_us, e.dur_us, pid_, e.tid);
-    os << (i ? ",\n" : "") << "{\"name\":\"" << e.name << "\",\"cat\":\"" << e.cat << "\",\"ph\":\"X\"," << buf << "}";
+  // Complete events ("ph": "X") of the Trace Event Format, times in us rounded to ns; one per
+  // line, so that bodies of several ranks join with a comma (document()).
+  auto ns = [](double us) { return std::round(us * 1e3) / 1e3; };
+  std::string out;
+  for (const Event& e : events_) {
+    const nlohmann::ordered_json j{{"name", e.name}, {"cat", e.cat},   {"ph", "X"},   {"ts", ns(e.ts_us)},
+                                   {"dur", ns(e.dur_us)}, {"pid", pid_}, {"tid", e.tid}};
+    out += (out.empty() ? "" : ",\n") + j.dump();
   }
-  return os.str();
+  return out;
 }
 
 std::string Trace::document(const std::vector<std::string>& bodies) {

@@ -10,8 +10,10 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   nlohmann-json3-dev
+  libcli11-dev
   poppler-utils
   python3
+  python3-torch   # the safetensors round trip with PyTorch (tests/drivers/test_safetensors.sh)
 )
 # Extra packages a caller may ask for (e.g. the Slurm test), passed as arguments.
 PKGS+=("$@")

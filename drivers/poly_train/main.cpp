@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "core/optim.h"
+#include "core/safetensors.h"
+#include "core/util.h"
 #include "core/rng.h"
 #include "core/trace.h"
 #include "distributed/affinity.h"
@@ -85,7 +87,8 @@ std::string check_out_dir(const Env& env, const std::string& dir) {
 std::string check_output_files(const Env& env, const Options& o) {
   std::string err;
   if (env.root())
-    for (const auto& [flag, path] : {std::pair{"--trace", &o.trace}, std::pair{"--stats-json", &o.stats_json}}) {
+    for (const auto& [flag, path] : {std::pair{"--trace", &o.trace}, std::pair{"--stats-json", &o.stats_json},
+                                     std::pair{"--export", &o.export_path}}) {
       if (path->empty()) continue;
       const size_t slash = path->find_last_of('/');
       const std::string dir = slash == std::string::npos ? "." : path->substr(0, slash + 1);
@@ -163,6 +166,37 @@ void inject_faults(const Options& o, int rank, int64_t epoch, float* x) {
                       std::to_string(rank));
 }
 
+// --export: the weights as safetensors, with what it takes to use them: the layers, the
+// function, and the scalers (x and y mapped from [min, max] to [-1, 1]).
+void export_weights(const Options& o, const std::vector<hddp::LayerSpec>& layers, const Scalers& scale,
+                    const hddp::Sequential<float>& model) {
+  std::string l;
+  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+  auto num = [](double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.17g", v);
+    return std::string(b);
+  };
+  const std::map<std::string, std::string> meta = {
+      {"format", "pt"}, {"hddp.layers", l}, {"hddp.function", to_string(o.function)},
+      {"hddp.epochs", std::to_string(o.epochs)}, {"hddp.scaler_range", "-1,1"},
+      {"hddp.x_min", num(scale.x.data_min()[0])}, {"hddp.x_max", num(scale.x.data_max()[0])},
+      {"hddp.y_min", num(scale.y.data_min()[0])}, {"hddp.y_max", num(scale.y.data_max()[0])}};
+  hddp::save_weights(o.export_path, model.arena(), meta);
+  std::printf("exported the weights to %s (safetensors)\n", o.export_path.c_str());
+}
+
+// --debug-save-batch (tests): the batch as CSV "x,y", scaled, full float precision.
+void save_batch(const std::string& path, const std::vector<float>& x, const std::vector<float>& y) {
+  std::string csv = "x,y\n";
+  char line[96];
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::snprintf(line, sizeof line, "%.9g,%.9g\n", x[i], y[i]);
+    csv += line;
+  }
+  hddp::write_file_atomic(path, csv);
+}
+
 int run(Env& env, const Options& o) {
   const int rank = env.rank(), size = env.size();
   const int threads = resolve_threads(o);
@@ -188,6 +222,8 @@ int run(Env& env, const Options& o) {
 
   // The stall watchdog (--timeout): every collective of a step waits through it.
   hddp::Watchdog watchdog(env.comm(), hddp::WatchdogOptions{.timeout_s = o.timeout, .exit_code = kExitStall});
+  if (!o.init.empty())  // the starting weights (every rank loads the same file), then resume or not
+    if (const std::string err = init_weights(env, o.init, model); !err.empty()) return usage_error(env, err);
   RunState state(env, o, watchdog, model, *opt, sampler.rng(), run_identity(o, layers));
   if (const std::string err = state.resume(); !err.empty()) return usage_error(env, err);  // nothing trained
   watchdog.set_note([&] {
@@ -260,6 +296,7 @@ int run(Env& env, const Options& o) {
     Clock::time_point t[4] = {Clock::now()};  // start, loss, backward, optimizer step done
     watchdog.set_epoch(epoch);
     sampler.next(x.data(), y.data());
+    if (epoch == state.start() && rank == 0 && !o.save_batch.empty()) save_batch(o.save_batch, x, y);
     inject_faults(o, rank, epoch, x.data());
     model.zero_grad();
     model.forward(x.data(), local);
@@ -285,6 +322,7 @@ int run(Env& env, const Options& o) {
   // The final checkpoint: a later --resume with more --epochs continues from here.
   if (!checkpoint(o.epochs, "at the end; final checkpoint not written")) return stop_together(kExitNonFinite);
   report_run(env, o, summary, ddp, scale, state.history(), trace.get());
+  if (rank == 0 && !o.export_path.empty()) export_weights(o, layers, scale, model);
   return 0;
 }
 

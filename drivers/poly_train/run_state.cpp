@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/checkpoint.h"
+#include "core/safetensors.h"
 #include "core/util.h"
 #include "kernels/elementwise.h"
 
@@ -33,7 +34,35 @@ std::string exact(double v) {
   return b;
 }
 
+// The verdict of a step every rank took on the same bytes: each rank reached its own, which
+// must be the same; rank 0's is returned everywhere, or a general one if only others failed.
+std::string agreed(const hddp::mpi::Env& env, std::string err, const std::string& what) {
+  int failed = err.empty() ? 0 : 1, any = 0;
+  HDDP_MPI(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, env.comm()));
+  err = hddp::mpi::bcast_string(err, 0, env.comm());
+  if (any && err.empty()) err = what + " failed on some ranks only";
+  return err;
+}
+
 }  // namespace
+
+std::string init_weights(const hddp::mpi::Env& env, const std::string& path, hddp::Sequential<float>& model) {
+  std::string bytes, err;
+  if (env.root()) try {
+      bytes = hddp::read_file(path);
+    } catch (const hddp::Error& e) {
+      err = "--init: " + user_message(e.what());
+    }
+  err = hddp::mpi::bcast_string(err, 0, env.comm());
+  if (!err.empty()) return err;
+  bytes = hddp::mpi::bcast_string(std::move(bytes), 0, env.comm());
+  try {
+    hddp::load_weights(hddp::parse_safetensors(bytes, path), path, model.arena());
+  } catch (const hddp::Error& e) {
+    err = "--init: " + user_message(e.what());
+  }
+  return agreed(env, err, "--init: loading '" + path + "'");
+}
 
 std::map<std::string, std::string> run_identity(const Options& o, const std::vector<hddp::LayerSpec>& layers) {
   std::string l;
@@ -118,13 +147,7 @@ std::string RunState::resume() {
   HDDP_MPI(MPI_Bcast(&have, 1, MPI_INT, 0, comm));
   if (!have) return "";  // no checkpoint yet: start from scratch
   bytes = hddp::mpi::bcast_string(std::move(bytes), 0, comm);
-  err = restore(bytes);
-  // Each rank restored from the same bytes, so each reached the same verdict; make sure.
-  int failed = err.empty() ? 0 : 1, any = 0;
-  HDDP_MPI(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm));
-  err = hddp::mpi::bcast_string(err, 0, comm);
-  if (any && err.empty()) err = "--resume: '" + o_.checkpoint + "' could not be restored on every rank";
-  return err;
+  return agreed(env_, restore(bytes), "--resume: restoring '" + o_.checkpoint + "'");
 }
 
 void RunState::sync_losses(int64_t upto) {

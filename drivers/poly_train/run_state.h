@@ -26,6 +26,11 @@ namespace poly {
 // The run's identity in a checkpoint: what must be the same for a resume to continue it.
 std::map<std::string, std::string> run_identity(const Options& o, const std::vector<hddp::LayerSpec>& layers);
 
+// --init FILE (collective): rank 0 reads the safetensors file, every rank parses the same bytes
+// and loads the weights into the model (core/safetensors.h). "" or the error, the same on
+// every rank; the model is unchanged then.
+std::string init_weights(const hddp::mpi::Env& env, const std::string& path, hddp::Sequential<float>& model);
+
 class RunState {
  public:
   RunState(const hddp::mpi::Env& env, const Options& o, hddp::Watchdog& watchdog, hddp::Sequential<float>& model,

@@ -20,6 +20,17 @@ TEST(Trace, EventsOfOneRank) {
   EXPECT_EQ(body.back(), '}');
 }
 
+// Names are JSON strings (nlohmann-json writes them): quotes, backslashes and control
+// characters are escaped, times in us to the ns.
+TEST(Trace, NamesAreEscapedAndTimesRounded) {
+  hddp::Trace t(0);
+  const auto t0 = hddp::Trace::Clock::now();
+  t.add("a \"quoted\" \\ name\n", "compute", t0, t0 + std::chrono::nanoseconds(1500), 0);
+  const std::string body = t.events_json();
+  EXPECT_NE(body.find(R"("name":"a \"quoted\" \\ name\n")"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"("dur":1.5,)"), std::string::npos) << body;
+}
+
 TEST(Trace, DocumentJoinsRanksWithCommasAndSkipsEmptyOnes) {
   EXPECT_EQ(hddp::Trace::document({}), "{\"traceEvents\":[\n\n]}\n");
   EXPECT_EQ(hddp::Trace::document({"", ""}), "{\"traceEvents\":[\n\n]}\n");
