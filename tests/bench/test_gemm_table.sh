@@ -19,7 +19,7 @@ has avx2 && has fma && avx2=yes
 echo "CPU: avx2+fma $avx2, avx512f $avx512"
 
 # 1. bench_peak: --help, bad input, one row per instruction set and precision.
-"$PEAK" --help >"$WORK/peak.help" 2>&1 && grep -q 'usage: bench_peak' "$WORK/peak.help" && pass "bench_peak --help" \
+"$PEAK" --help >"$WORK/peak.help" 2>&1 && grep -qi 'usage: bench_peak' "$WORK/peak.help" && pass "bench_peak --help" \
   || fail "bench_peak --help"
 "$PEAK" --bogus >/dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] && pass "bench_peak --bogus: exit 2" || fail "bench_peak --bogus: exit $rc"
