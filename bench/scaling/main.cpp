@@ -5,6 +5,7 @@
 // for the rank sweeps. Repetitions are interleaved rounds (round 1 of every configuration,
 // then round 2, ...), so slow drifts of a shared machine's load hit every configuration alike;
 // each figure is the median over rounds, with min and max kept in the CSV.
+#include <CLI/CLI.hpp>
 #include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -86,57 +88,15 @@ std::string study_names(bool defaults_only, const std::string& sep) {
   return s;
 }
 
-std::string help_text() {
-  Options d;
-  std::ostringstream os;
-  os << "Usage: scaling [options]\n"
-     << "\n"
-     << "Thread and rank scaling of hddp: sweeps OMP_NUM_THREADS and MPI ranks, writes one CSV per\n"
-     << "study and draws PDFs with gnuplot (GFLOP/s, speedup and parallel efficiency vs threads; step\n"
-     << "time vs ranks with compute and exposed communication stacked). Studies:\n";
-  for (const Study& s : studies()) {
-    const std::vector<std::string> lines = split(s.help, '\n');
-    os << "  " << std::left << std::setw(11) << s.name << lines[0] << "\n";
-    for (size_t i = 1; i < lines.size(); ++i) os << std::string(13, ' ') << lines[i] << "\n";
+// CLI11's layout with the usage line first (it is the first line of the description), and
+// one blank line, not two, between groups of options.
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override { return "\n"; }
+  std::string make_group(std::string group, bool positional, std::vector<const CLI::Option*> opts) const override {
+    return CLI::Formatter::make_group(std::move(group), positional, std::move(opts)).substr(1);
   }
-  os << "Files in --out: <study>.csv, <study>.pdf, machine.txt (and placement_affinity.txt).\n"
-     << "Every run of a worker holds the lock file (--lock), as `flock FILE cmd` would.\n"
-     << "\n"
-     << "Options:\n"
-     << "  --out DIR             output directory (created)                        [" << d.out << "]\n"
-     << "  --studies LIST        comma-separated, from " << study_names(false, ",") << ", or all\n"
-     << std::string(74, ' ') << "[" << study_names(true, ",") << "]\n"
-     << "  --threads LIST        thread counts, e.g. 1,2,4,8,16  [1, 2, 4, ... up to --max-threads, and it]\n"
-     << "  --max-threads N       largest thread count                  [the cores this process may use]\n"
-     << "  --ranks R             rank counts 1..R for ranks/poly, 2..R for buckets [" << d.ranks << "]\n"
-     << "  --rank-threads N      OpenMP threads per rank in the rank sweeps        [" << d.rank_threads << "]\n"
-     << "  --rank-placement P    auto | close | none | omp-only: close = mpiexec --map-by slot:PE=N\n"
-     << "                        --bind-to core and OMP_PLACES=cores OMP_PROC_BIND=close; none =\n"
-     << "                        --bind-to none, OMP variables unset; omp-only = --bind-to none with\n"
-     << "                        the OMP variables; auto = close when ranks x threads fit the cores,\n"
-     << "                        else none                                          [" << d.rank_placement << "]\n"
-     << "  --placement P         close | none, for the thread sweeps              [" << d.placement << "]\n"
-     << "  --reps N              interleaved rounds; figures are medians          [" << d.reps << "]\n"
-     << "  --min-time S          seconds each GEMM / step measurement loops       [" << d.min_time << "]\n"
-     << "  --steps N             timed data-parallel steps per model and round (+2 warm-up) [" << d.steps << "]\n"
-     << "  --gemm-shapes LIST    fwd, dx, dw, sq2048 or MxNxK[:NN|NT|TN]          [fwd,dx,dw,sq2048]\n"
-     << "  --poly-train PATH     the driver                      [<this program's dir>/../drivers/poly_train]\n"
-     << "  --poly-args \"ARGS\"    poly_train arguments        [" << d.poly_args << "]\n"
-     << "  --mpiexec PATH        MPI launcher                                      [" << d.mpiexec << "]\n"
-     << "  --lock FILE           lock held around every measurement; '' for none   [" << d.lock << "]\n"
-     << "  --lock-wait S         wait at most S s for the lock per run, then measure without it\n"
-     << "                        (tests; 0 = as long as it takes)                  [0]\n"
-     << "  --timeout S           seconds before a worker run is killed             [" << d.timeout << "]\n"
-     << "  --no-plot             CSVs only\n"
-     << "  --plot-only           redraw the PDFs from the CSVs already in --out\n"
-     << "  --tables              print the CSVs in --out as markdown tables (bench/RESULTS.md)\n"
-     << "  --quick               smallest sweep (tests): --reps 1 --min-time 0.02 --steps 2, poly 3 epochs\n"
-     << "  --help                this text\n"
-     << "Environment: HDDP_GNUPLOT (gnuplot program), HDDP_SCALING_SELF (command that runs this\n"
-     << "program, e.g. through a bundled dynamic loader; default /proc/self/exe).\n"
-     << "Exit codes: 0 done, 1 a measurement or plot failed (the message says which), 2 bad option.\n";
-  return os.str();
-}
+};
 
 int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
   char* end = nullptr;
@@ -151,69 +111,160 @@ double to_pos(const std::string& flag, const std::string& v) {
   if (v.empty() || *end || !(x > 0) || !std::isfinite(x)) throw UsageError(flag + ": expected a number > 0, got '" + v + "'");
   return x;
 }
+std::string shown(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+// Every option as a CLI::App (CLI11) that fills `o`; a value option's callback converts and
+// checks its value as it is parsed, so a later one wins. --help is generated from it.
+struct Cli {
+  Options o;
+  CLI::App app{"", "scaling"};
+  Cli() {
+    const Options d;
+    std::ostringstream desc;
+    desc << "Usage: scaling [options]\n"
+         << "\n"
+         << "Thread and rank scaling of hddp: sweeps OMP_NUM_THREADS and MPI ranks, writes one CSV per\n"
+         << "study and draws PDFs with gnuplot (GFLOP/s, speedup and parallel efficiency vs threads; step\n"
+         << "time vs ranks with compute and exposed communication stacked). Studies:\n";
+    for (const Study& s : studies()) {
+      const std::vector<std::string> lines = split(s.help, '\n');
+      desc << "  " << std::left << std::setw(11) << s.name << lines[0] << "\n";
+      for (size_t i = 1; i < lines.size(); ++i) desc << std::string(13, ' ') << lines[i] << "\n";
+    }
+    desc << "Files in --out: <study>.csv, <study>.pdf, machine.txt (and placement_affinity.txt).\n"
+         << "Every run of a worker holds the lock file (--lock), as `flock FILE cmd` would. Defaults\n"
+         << "are shown after '='.";
+    app.description(desc.str());
+    app.footer("Environment: HDDP_GNUPLOT (gnuplot program), HDDP_SCALING_SELF (command that runs this\n"
+               "program, e.g. through a bundled dynamic loader; default /proc/self/exe).\n"
+               "Exit codes: 0 done, 1 a measurement or plot failed (the message says which), 2 bad option.");
+    app.formatter(std::make_shared<Formatter>());
+    app.get_formatter()->column_width(30);
+    app.get_formatter()->label("OPTIONS", "options");
+    app.set_help_flag();  // --help is a flag of o: main prints help_text
+    app.allow_extras(true);  // reported by parse_options in its own words
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+    const auto value = [&](const std::string& name, const std::string& type, const std::string& dflt,
+                           const std::string& help, std::function<void(const std::string&, const std::string&)> set) {
+      app.add_option_function<std::string>(name, [name, set](const std::string& v) { set(name, v); }, help)
+          ->type_name(type)
+          ->default_str(dflt)
+          ->trigger_on_parse()
+          ->group("Options");
+    };
+    const auto flag = [&](const std::string& name, bool& target, const std::string& help) {
+      app.add_flag(name, target, help)->group("Options");
+    };
+    value("--out", "DIR", d.out, "output directory (created)", [this](auto&, auto& v) { o.out = v; });
+    value("--studies", "LIST", study_names(true, ","), "comma-separated, from " + study_names(false, ",") + ", or all",
+          [this](auto& f, auto& v) {
+            o.studies = split(v == "all" ? study_names(false, ",") : v, ',');
+            for (const std::string& s : o.studies)
+              if (!find_study(s)) throw UsageError(f + ": unknown study '" + s + "' (" + study_names(false, ", ") + ", all)");
+            if (o.studies.empty()) throw UsageError(f + ": empty list");
+          });
+    value("--threads", "LIST", "", "thread counts, e.g. 1,2,4,8,16 [1, 2, 4, ... up to --max-threads, and it]",
+          [this](auto& f, auto& v) {
+            o.threads.clear();
+            for (const std::string& t : split(v, ',')) o.threads.push_back(to_int(f, t, 1, 4096));
+            std::sort(o.threads.begin(), o.threads.end());
+            o.threads.erase(std::unique(o.threads.begin(), o.threads.end()), o.threads.end());
+            if (o.threads.empty()) throw UsageError(f + ": empty list");
+          });
+    value("--max-threads", "N", "", "largest thread count [the cores this process may use]",
+          [this](auto& f, auto& v) { o.max_threads = to_int(f, v, 1, 4096); });
+    value("--ranks", "R", std::to_string(d.ranks), "rank counts 1..R for ranks/poly, 2..R for buckets",
+          [this](auto& f, auto& v) { o.ranks = to_int(f, v, 1, 4096); });
+    value("--rank-threads", "N", std::to_string(d.rank_threads), "OpenMP threads per rank in the rank sweeps",
+          [this](auto& f, auto& v) { o.rank_threads = to_int(f, v, 1, 4096); });
+    value("--rank-placement", "P", d.rank_placement,
+          "auto | close | none | omp-only: close = mpiexec --map-by slot:PE=N\n"
+          "--bind-to core and OMP_PLACES=cores OMP_PROC_BIND=close; none =\n"
+          "--bind-to none, OMP variables unset; omp-only = --bind-to none with\n"
+          "the OMP variables; auto = close when ranks x threads fit the cores,\n"
+          "else none",
+          [this](auto& f, auto& v) {
+            if (v != "auto" && v != "close" && v != "none" && v != "omp-only")
+              throw UsageError(f + ": expected auto, close, none or omp-only, got '" + v + "'");
+            o.rank_placement = v;
+          });
+    value("--placement", "P", d.placement, "close | none, for the thread sweeps", [this](auto& f, auto& v) {
+      if (v != "close" && v != "none") throw UsageError(f + ": expected close or none, got '" + v + "'");
+      o.placement = v;
+    });
+    value("--reps", "N", std::to_string(d.reps), "interleaved rounds; figures are medians",
+          [this](auto& f, auto& v) { o.reps = to_int(f, v, 1, 1000); });
+    value("--min-time", "S", shown(d.min_time), "seconds each GEMM / step measurement loops",
+          [this](auto& f, auto& v) { o.min_time = to_pos(f, v); });
+    value("--steps", "N", std::to_string(d.steps), "timed data-parallel steps per model and round (+2 warm-up)",
+          [this](auto& f, auto& v) { o.steps = to_int(f, v, 1, 100000); });
+    value("--gemm-shapes", "LIST", "fwd,dx,dw,sq2048", "fwd, dx, dw, sq2048 or MxNxK[:NN|NT|TN]",
+          [this](auto& f, auto& v) {
+            o.gemm_shapes = split(v, ',');
+            for (const std::string& s : o.gemm_shapes) parse_shape(s);  // validates
+            if (o.gemm_shapes.empty()) throw UsageError(f + ": empty list");
+          });
+    value("--poly-train", "PATH", "", "the driver [<this program's dir>/../drivers/poly_train]",
+          [this](auto&, auto& v) { o.poly_train = v; });
+    value("--poly-args", "\"ARGS\"", "\"" + d.poly_args + "\"", "poly_train arguments",
+          [this](auto&, auto& v) { o.poly_args = v; });
+    value("--mpiexec", "PATH", d.mpiexec, "MPI launcher", [this](auto&, auto& v) { o.mpiexec = v; });
+    value("--lock", "FILE", d.lock, "lock held around every measurement; '' for none",
+          [this](auto&, auto& v) { o.lock = v; });
+    value("--lock-wait", "S", "0",
+          "wait at most S s for the lock per run, then measure without it\n"
+          "(tests; 0 = as long as it takes)",
+          [this](auto& f, auto& v) { o.lock_wait = to_pos(f, v); });
+    value("--timeout", "S", shown(d.timeout), "seconds before a worker run is killed",
+          [this](auto& f, auto& v) { o.timeout = to_pos(f, v); });
+    app.add_flag_callback("--no-plot", [this] { o.plot = false; }, "CSVs only")->group("Options");
+    flag("--plot-only", o.plot_only, "redraw the PDFs from the CSVs already in --out");
+    flag("--tables", o.tables, "print the CSVs in --out as markdown tables (bench/RESULTS.md)");
+    flag("--quick", o.quick, "smallest sweep (tests): --reps 1 --min-time 0.02 --steps 2, poly 3 epochs");
+    flag("--help", o.help, "this text");
+  }
+};
+
+std::string help_text() { return Cli().app.help(); }
 
 Options parse_options(int argc, char** argv) {
-  Options o;
-  bool set_reps = false, set_min = false, set_steps = false;
+  Cli cli;
+  // As CLI11 is to see them: "--name=VALUE" of a value option as "--name", "VALUE" (so
+  // "--lock=" is the empty value, not the next argument); a value option's next argument is
+  // its value whatever it looks like (--poly-args "--epochs 5").
+  std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool has_value = false;
-    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos)
-      value = arg.substr(eq + 1), arg = arg.substr(0, eq), has_value = true;
-    auto val = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) throw UsageError(arg + ": missing value");
-      return argv[++i];
-    };
-    if (arg == "--help") o.help = true;
-    else if (arg == "--out") o.out = val();
-    else if (arg == "--studies") {
-      const std::string v = val();
-      o.studies = split(v == "all" ? study_names(false, ",") : v, ',');
-      for (const std::string& s : o.studies)
-        if (!find_study(s))
-          throw UsageError("--studies: unknown study '" + s + "' (" + study_names(false, ", ") + ", all)");
-      if (o.studies.empty()) throw UsageError("--studies: empty list");
-    } else if (arg == "--threads") {
-      o.threads.clear();
-      for (const std::string& t : split(val(), ',')) o.threads.push_back(to_int("--threads", t, 1, 4096));
-      std::sort(o.threads.begin(), o.threads.end());
-      o.threads.erase(std::unique(o.threads.begin(), o.threads.end()), o.threads.end());
-      if (o.threads.empty()) throw UsageError("--threads: empty list");
-    } else if (arg == "--max-threads") o.max_threads = to_int(arg, val(), 1, 4096);
-    else if (arg == "--ranks") o.ranks = to_int(arg, val(), 1, 4096);
-    else if (arg == "--rank-threads") o.rank_threads = to_int(arg, val(), 1, 4096);
-    else if (arg == "--rank-placement") {
-      o.rank_placement = val();
-      if (o.rank_placement != "auto" && o.rank_placement != "close" && o.rank_placement != "none" && o.rank_placement != "omp-only")
-        throw UsageError("--rank-placement: expected auto, close, none or omp-only, got '" + o.rank_placement + "'");
-    } else if (arg == "--placement") {
-      o.placement = val();
-      if (o.placement != "close" && o.placement != "none")
-        throw UsageError("--placement: expected close or none, got '" + o.placement + "'");
-    } else if (arg == "--reps") o.reps = to_int(arg, val(), 1, 1000), set_reps = true;
-    else if (arg == "--min-time") o.min_time = to_pos(arg, val()), set_min = true;
-    else if (arg == "--steps") o.steps = to_int(arg, val(), 1, 100000), set_steps = true;
-    else if (arg == "--gemm-shapes") {
-      o.gemm_shapes = split(val(), ',');
-      for (const std::string& s : o.gemm_shapes) parse_shape(s);  // validates
-      if (o.gemm_shapes.empty()) throw UsageError("--gemm-shapes: empty list");
-    } else if (arg == "--poly-train") o.poly_train = val();
-    else if (arg == "--poly-args") o.poly_args = val();
-    else if (arg == "--mpiexec") o.mpiexec = val();
-    else if (arg == "--lock") o.lock = val();
-    else if (arg == "--timeout") o.timeout = to_pos(arg, val());
-    else if (arg == "--lock-wait") o.lock_wait = to_pos(arg, val());
-    else if (arg == "--no-plot") o.plot = false;
-    else if (arg == "--plot-only") o.plot_only = true;
-    else if (arg == "--tables") o.tables = true;
-    else if (arg == "--quick") o.quick = true;
-    else throw UsageError("unknown option '" + arg + "'");
+    const std::string a = argv[i];
+    if (a == "--") throw UsageError("unknown option '--'");  // not CLI11's end of options
+    const size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+    const CLI::Option* opt = a.rfind("--", 0) == 0 ? cli.app.get_option_no_throw(a.substr(0, eq)) : nullptr;
+    if (!opt || opt->get_expected_max() == 0) {
+      args.push_back(a.substr(0, opt ? eq : std::string::npos));  // a flag's value is ignored
+    } else if (eq != std::string::npos) {
+      args.push_back(a.substr(0, eq)), args.push_back(a.substr(eq + 1));
+    } else {
+      if (i + 1 >= argc) throw UsageError(a + ": missing value");
+      args.push_back(a), args.push_back(argv[++i]);
+    }
   }
+  std::reverse(args.begin(), args.end());  // CLI11 takes them from the back
+  try {
+    cli.app.parse(args);
+  } catch (const CLI::Error& e) {
+    throw UsageError(e.what());
+  }
+  for (const std::string& r : cli.app.remaining())
+    throw UsageError("unknown option '" + r.substr(0, r.rfind("--", 0) == 0 ? r.find('=') : std::string::npos) + "'");
+  Options o = cli.o;
   if (o.quick) {
-    if (!set_reps) o.reps = 1;
-    if (!set_min) o.min_time = 0.02;
-    if (!set_steps) o.steps = 2;
+    if (!cli.app.count("--reps")) o.reps = 1;
+    if (!cli.app.count("--min-time")) o.min_time = 0.02;
+    if (!cli.app.count("--steps")) o.steps = 2;
     o.poly_args += " --epochs 3";
   }
   if (o.out.empty()) throw UsageError("--out: must not be empty");

@@ -1,7 +1,11 @@
 #include "poly_train/options.h"
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <sstream>
 
 namespace poly {
@@ -74,87 +78,284 @@ Options::Inject to_inject(const std::string& flag, const std::string& v) {
   return in;
 }
 
+std::string non_empty(const std::string& flag, const std::string& v) {
+  if (v.empty()) fail(flag + ": must not be empty");
+  return v;
+}
+
+std::string num(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+// CLI11's layout with the usage line first (it is the first line of the description), and
+// one blank line, not two, between groups of options.
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override { return "\n"; }
+  std::string make_group(std::string group, bool positional, std::vector<const CLI::Option*> opts) const override {
+    return CLI::Formatter::make_group(std::move(group), positional, std::move(opts)).substr(1);
+  }
+};
+
+const char* const kDescription =
+    "Usage: [mpiexec -n P] %s [options]\n"
+    "\n"
+    "Data-parallel fit of f(x) = (x^3 + (x-10)^4) / (x-20)^2 on x in [-3, 10] (the PyTorch DDP\n"
+    "tutorial, in C++): Linear(1, 20) -> Linear(20, 1, no bias) -> tanh, MinMax scaling to [-1, 1],\n"
+    "fresh uniform samples every epoch, gradients averaged over the MPI ranks. Rank 0 writes\n"
+    "errors.pdf (fit and absolute error), eval.csv and loss.csv into --out. Defaults are shown\n"
+    "after '='. Options can also come from --config FILE (TOML or INI): one `key = value` per line,\n"
+    "keys the long options without the dashes (epochs = 200, hidden = \"64,64\", no-plot = true);\n"
+    "the command line overrides the file, and an unknown key is an error.";
+
+const char* const kFooter =
+    "SIGTERM or SIGUSR1: every rank finishes its step, the ranks agree on the epoch, rank 0\n"
+    "writes the checkpoint, all exit with 75. (mpiexec forwards SIGUSR1 to the ranks. On\n"
+    "SIGTERM it sends them SIGCONT, waits odls_base_sigkill_timeout seconds, sends SIGTERM,\n"
+    "waits as long again, SIGKILLs them and exits 1 itself: Open MPI's default of 1 s can be\n"
+    "too short to checkpoint on a busy node, so launch with\n"
+    "OMPI_MCA_odls_base_sigkill_timeout=10, as scripts/run.sh and slurm/run.sbatch do.)\n"
+    "NaN or Inf in a rank's loss or gradients: all ranks stop with the epoch and rank, the\n"
+    "last checkpoint is kept, exit 3.\n"
+    "\n"
+    "Epochs are counted from 0 in messages and loss lines (loss.csv counts from 1).\n"
+    "Exit codes: 0 done; 1 runtime error (the failing rank's message, then MPI_Abort ends all\n"
+    "ranks); 2 bad command line or unusable checkpoint (nothing trained, nothing written);\n"
+    "3 NaN/Inf in the loss or gradients; 4 stall (--timeout: a rank did not arrive); 75 stopped\n"
+    "by SIGTERM/SIGUSR1 after writing the checkpoint (EX_TEMPFAIL: resume later;\n"
+    "slurm/run.sbatch requeues itself).";
+
+// Every option of poly_train as a CLI::App that fills `o` (and `no_overlap`). A value option's
+// callback converts and checks its value with the functions above, as it is parsed (so a
+// later flag wins over an earlier one, --progress and --reduce-mode included); the checks
+// that involve several options are in parse_options.
+struct Cli {
+  Options o;
+  bool no_overlap = false;  // --reduce-mode blocking, whatever --progress says
+  CLI::App app;
+
+  explicit Cli(const char* prog) {
+    using hddp::GemmBackend, hddp::ReduceMode;
+    std::string desc(kDescription);
+    desc.replace(desc.find("%s"), 2, prog);
+    app.description(desc);
+    app.name(prog);
+    app.footer(kFooter);
+    app.formatter(std::make_shared<Formatter>());
+    app.get_formatter()->column_width(33);
+    app.get_formatter()->label("OPTIONS", "options");
+    app.set_help_flag();  // --help is an ordinary flag (o.help): the driver prints help_text on rank 0
+    app.allow_extras(true);  // reported by parse_options in its own words
+    app.allow_config_extras(CLI::config_extras_mode::error);
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    const Options d;
+
+    // A value option: `set` receives the flag's name and its value.
+    const auto value = [&](const std::string& group, const std::string& name, const std::string& type,
+                           const std::string& dflt, const std::string& help,
+                           std::function<void(const std::string&, const std::string&)> set) {
+      CLI::Option* opt = app.add_option_function<std::string>(
+          name, [name, set](const std::string& v) { set(name, v); }, help);
+      opt->type_name(type)->default_str(dflt)->trigger_on_parse()->group(group);
+      return opt;
+    };
+    const auto flag = [&](const std::string& group, const std::string& names, bool& target, const std::string& help) {
+      app.add_flag(names, target, help)->group(group);
+    };
+
+    app.set_config("--config", "", "read options from FILE (TOML/INI, `key = value`, keys the long\n"
+                                  "options without dashes); the command line overrides it")
+        ->type_name("FILE")
+        ->group("Command line");
+    flag("Command line", "--help", o.help, "this text");
+
+    std::string g = "Training";
+    value(g, "--epochs", "N", std::to_string(d.epochs), "epochs (one step each)",
+          [this](auto& f, auto& v) { o.epochs = to_int(f, v); });
+    value(g, "--batch-size", "N", std::to_string(d.batch_size), "samples per rank per epoch",
+          [this](auto& f, auto& v) { o.batch_size = to_int(f, v); });
+    value(g, "--lr", "X", num(d.lr), "learning rate", [this](auto& f, auto& v) { o.lr = to_double(f, v); });
+    value(g, "--optimizer", "NAME", to_string(d.optimizer), "adam | sgd", [this](auto& f, auto& v) {
+      o.optimizer = one_of(f, v, {OptimizerKind::Adam, OptimizerKind::Sgd});
+    });
+    value(g, "--momentum", "X", num(d.momentum), "SGD momentum",
+          [this](auto& f, auto& v) { o.momentum = to_double(f, v); });
+    value(g, "--function", "NAME", to_string(d.function), "poly | griewank (1 + x^2/4000 - cos x)",
+          [this](auto& f, auto& v) { o.function = one_of(f, v, {Function::Poly, Function::Griewank}); });
+    // In a config file also a TOML array (hidden = [64, 64]): its items arrive joined by '\n'.
+    value(g, "--hidden", "W[,W...]", "20", "hidden widths; tanh between hidden layers", [this](auto& f, auto& v) {
+      std::string list = v;
+      for (char& c : list) c = c == '\n' ? ',' : c;
+      o.hidden = to_widths(f, list);
+    })->multi_option_policy(CLI::MultiOptionPolicy::Join);
+    value(g, "--seed", "N", std::to_string(d.seed), "seed of weights and samples", [this](auto& f, auto& v) {
+      const int64_t s = to_int(f, v);
+      if (s < 0) fail(f + ": must be >= 0, got " + std::to_string(s));
+      o.seed = uint64_t(s);
+    });
+    value(g, "--sampling", "MODE", to_string(d.sampling),
+          "per-rank: each rank draws its own batch (stream seed, rank);\n"
+          "sharded: all draw one global batch of batch-size x P and each\n"
+          "takes its slice, so the result does not depend on P",
+          [this](auto& f, auto& v) { o.sampling = one_of(f, v, {Sampling::PerRank, Sampling::Sharded}); });
+
+    g = "Output";
+    value(g, "--log-every", "N", std::to_string(d.log_every), "loss line every N epochs",
+          [this](auto& f, auto& v) { o.log_every = to_int(f, v); });
+    value(g, "--out", "DIR", d.out, "directory for errors.pdf, eval.csv, loss.csv",
+          [this](auto&, auto& v) { o.out = v; });
+    flag(g, "--plot,!--no-plot", o.plot, "draw errors.pdf with gnuplot (--no-plot: do not) [plot]");
+    flag(g, "--stats", o.stats, "print the reducer's timings, overlap and placement at the end");
+    flag(g, "--report-affinity", o.report_affinity,
+         "print, at start, where every rank runs: host, Slurm node, the CPUs\n"
+         "it may use and the CPU of each OpenMP thread. (Whether or not it\n"
+         "is given, rank 0 warns when ranks on one host are pinned to the\n"
+         "same cores, or a rank has more threads than CPUs.)");
+    value(g, "--stats-json", "FILE", "",
+          "JSON lines: one object per loss line (epoch, loss, time per step),\n"
+          "then a summary (per-rank timings, reducer, placement, evaluation)",
+          [this](auto& f, auto& v) { o.stats_json = non_empty(f, v); });
+    value(g, "--trace", "FILE", "", "write a Chrome-trace timeline (all ranks) to FILE",
+          [this](auto& f, auto& v) { o.trace = non_empty(f, v); });
+    value(g, "--export", "FILE", "",
+          "write the trained weights to FILE in safetensors format, named as\n"
+          "PyTorch names the same nn.Sequential (0.weight, 0.bias, 1.weight);\n"
+          "the scalers' ranges and the layers in its __metadata__",
+          [this](auto& f, auto& v) { o.export_path = non_empty(f, v); });
+    value(g, "--init", "FILE", "",
+          "start from the weights in FILE (safetensors: from --export, or saved\n"
+          "from PyTorch) instead of the seed's; every name, shape and dtype\n"
+          "must match the model (--hidden)",
+          [this](auto& f, auto& v) { o.init = non_empty(f, v); });
+
+    g = "Parallelism";
+    value(g, "--threads", "N", "",
+          "OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK,\n"
+          "else this node's cores divided among its ranks]",
+          [this](auto& f, auto& v) { o.threads = static_cast<int>(to_int(f, v)); });
+    value(g, "--bucket-mb", "X|auto", num(d.bucket_mb),
+          "gradient bucket cap, MiB, or auto: chosen at start to minimise the\n"
+          "predicted exposed communication, from an allreduce timing fit\n"
+          "(alpha + beta bytes) and the backward time per layer of a warm-up\n"
+          "step; rank 0 prints the caps. They come from a measurement, so a\n"
+          "resumed run may not be bitwise the one it continues",
+          [this](auto& f, auto& v) { o.bucket_mb = cap_mb(f, v, o.bucket_mb_auto); });
+    value(g, "--first-bucket-mb", "X|auto", num(d.first_bucket_mb), "first bucket cap, MiB, or auto (with --bucket-mb auto)",
+          [this](auto& f, auto& v) { o.first_bucket_mb = cap_mb(f, v, o.first_bucket_mb_auto); });
+    value(g, "--reduce-mode", "MODE", hddp::to_string(d.mode),
+          "how gradient buckets are reduced: blocking (one MPI_Allreduce per\n"
+          "bucket after backward), test (MPI_Iallreduce during backward,\n"
+          "progressed by MPI_Test from the compute thread) or thread (the same,\n"
+          "progressed by a helper thread)",
+          [this](auto& f, auto& v) { o.mode = one_of(f, v, {ReduceMode::Blocking, ReduceMode::Test, ReduceMode::Thread}); });
+    flag(g, "--no-overlap", no_overlap, "the same as --reduce-mode blocking (wins over --progress)");
+    value(g, "--progress", "MODE", "", "the same as --reduce-mode MODE, for test | thread",
+          [this](auto& f, auto& v) { o.mode = one_of(f, v, {ReduceMode::Test, ReduceMode::Thread}); });
+    value(g, "--gemm", "NAME", "", "blocked | openblas | naive [HDDP_GEMM or blocked]", [this](auto& f, auto& v) {
+      o.gemm = one_of(f, v, {GemmBackend::Blocked, GemmBackend::OpenBLAS, GemmBackend::Naive});
+    });
+
+    g = "Checkpoints and faults";
+    value(g, "--checkpoint", "FILE", "",
+          "write a checkpoint (parameters, optimizer state, every rank's sampling\n"
+          "RNG, epoch, loss history) to FILE atomically at the end, every\n"
+          "--checkpoint-every epochs, and on SIGTERM/SIGUSR1. An existing FILE\n"
+          "is never replaced without --resume",
+          [this](auto& f, auto& v) { o.checkpoint = non_empty(f, v); });
+    value(g, "--checkpoint-every", "N", std::to_string(d.checkpoint_every),
+          "also every N epochs (0: only at the end and on a signal)",
+          [this](auto& f, auto& v) { o.checkpoint_every = to_int(f, v); });
+    flag(g, "--resume", o.resume,
+         "continue from --checkpoint FILE up to --epochs (a total); start from\n"
+         "scratch if FILE does not exist yet. Bitwise the run that was\n"
+         "interrupted; a checkpoint of another run (rank count, layers,\n"
+         "optimizer, lr, batch size, sampling, function, seed) is refused");
+    value(g, "--check-every", "N", std::to_string(d.check_every),
+          "the ranks agree on signals and NaN/Inf every N epochs\n"
+          "(0: about every 5 ms of training)",
+          [this](auto& f, auto& v) { o.check_every = to_int(f, v); });
+    value(g, "--timeout", "SECONDS", num(d.timeout),
+          "stall watchdog: when a collective of a step (a bucket allreduce, the\n"
+          "ranks' agreement, a checkpoint gather) has waited this long, the\n"
+          "waiting ranks name the ranks that did not arrive (rank, node, epoch,\n"
+          "bucket) and the job ends with exit code 4; the last checkpoint is\n"
+          "kept. 0 turns it off. With it, --no-overlap runs each bucket as\n"
+          "MPI_Iallreduce (libnbc's rabenseifner) instead of MPI_Allreduce:\n"
+          "with 3+ ranks the sums may round differently than with --timeout 0",
+          [this](auto& f, auto& v) { o.timeout = to_double(f, v); });
+
+    g = "Debugging (tests)";
+    value(g, "--debug-inject-nan", "EPOCH[:RANK]", "", "rank RANK (default 0) sees a NaN input at epoch EPOCH",
+          [this](auto& f, auto& v) { o.inject_nan = to_inject(f, v); });
+    value(g, "--debug-throw", "EPOCH[:RANK]", "", "rank RANK throws at epoch EPOCH (its message, then MPI_Abort)",
+          [this](auto& f, auto& v) { o.inject_throw = to_inject(f, v); });
+    value(g, "--debug-save-batch", "FILE", "", "rank 0 writes its first batch (scaled x,y) to FILE as CSV",
+          [this](auto& f, auto& v) { o.save_batch = non_empty(f, v); });
+  }
+
+  // The command line as CLI11 is to see it. Two rules CLI11 does not have are checked here:
+  // a flag takes no value (CLI11 would read --resume=0 as false), and "--name=" gives the
+  // empty value (CLI11 would take the next argument). Every value option's "--name=VALUE" is
+  // passed as "--name", "VALUE"; CLI11 takes the argument after a value option as its value
+  // whatever it looks like (--out --x: the directory "--x"), as this loop assumes.
+  std::vector<std::string> arguments(int argc, const char* const* argv) const {
+    std::vector<std::string> args;
+    for (int i = 0; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--") fail("unknown option '--'");  // not CLI11's end of options: there are no positionals
+      const size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+      const CLI::Option* opt = a.rfind("--", 0) == 0 ? app.get_option_no_throw(a.substr(0, eq)) : nullptr;
+      if (!opt) {
+        args.push_back(a);
+        continue;
+      }
+      const std::string name = a.substr(0, eq);
+      if (opt->get_expected_max() == 0) {
+        if (eq != std::string::npos) fail(name + ": takes no value");
+        args.push_back(a);
+      } else if (eq != std::string::npos) {
+        args.push_back(name), args.push_back(a.substr(eq + 1));
+      } else {
+        if (i + 1 >= argc) fail(name + ": missing value");
+        args.push_back(a), args.push_back(argv[++i]);
+      }
+    }
+    return args;
+  }
+};
+
 }  // namespace
 
 const char* to_string(OptimizerKind k) { return k == OptimizerKind::Sgd ? "sgd" : "adam"; }
 const char* to_string(Sampling s) { return s == Sampling::Sharded ? "sharded" : "per-rank"; }
 
 Options parse_options(int argc, const char* const* argv) {
-  using hddp::GemmBackend, hddp::ReduceMode;
-  Options o;
-  bool no_overlap = false;  // --reduce-mode blocking, whatever --progress says
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool has_value = false;
-    if (arg.rfind("--", 0) != 0) fail("unexpected argument '" + arg + "'");
-    if (const size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1), arg = arg.substr(0, eq), has_value = true;
-    }
-    auto val = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) fail(arg + ": missing value");
-      return argv[++i];
-    };
-    auto flag_only = [&] {
-      if (has_value) fail(arg + ": takes no value");
-    };
-    if (arg == "--help") flag_only(), o.help = true;
-    else if (arg == "--epochs") o.epochs = to_int(arg, val());
-    else if (arg == "--batch-size") o.batch_size = to_int(arg, val());
-    else if (arg == "--lr") o.lr = to_double(arg, val());
-    else if (arg == "--optimizer") o.optimizer = one_of(arg, val(), {OptimizerKind::Adam, OptimizerKind::Sgd});
-    else if (arg == "--momentum") o.momentum = to_double(arg, val());
-    else if (arg == "--function") o.function = one_of(arg, val(), {Function::Poly, Function::Griewank});
-    else if (arg == "--hidden") o.hidden = to_widths(arg, val());
-    else if (arg == "--seed") {
-      const int64_t s = to_int(arg, val());
-      if (s < 0) fail("--seed: must be >= 0, got " + std::to_string(s));
-      o.seed = uint64_t(s);
-    } else if (arg == "--sampling") o.sampling = one_of(arg, val(), {Sampling::PerRank, Sampling::Sharded});
-    else if (arg == "--log-every") o.log_every = to_int(arg, val());
-    else if (arg == "--out") o.out = val();
-    else if (arg == "--plot") flag_only(), o.plot = true;
-    else if (arg == "--no-plot") flag_only(), o.plot = false;
-    else if (arg == "--bucket-mb") o.bucket_mb = cap_mb(arg, val(), o.bucket_mb_auto);
-    else if (arg == "--first-bucket-mb") o.first_bucket_mb = cap_mb(arg, val(), o.first_bucket_mb_auto);
-    else if (arg == "--reduce-mode") o.mode = one_of(arg, val(), {ReduceMode::Blocking, ReduceMode::Test, ReduceMode::Thread});
-    else if (arg == "--no-overlap") flag_only(), no_overlap = true;
-    else if (arg == "--progress") o.mode = one_of(arg, val(), {ReduceMode::Test, ReduceMode::Thread});
-    else if (arg == "--threads") o.threads = static_cast<int>(to_int(arg, val()));
-    else if (arg == "--gemm") o.gemm = one_of(arg, val(), {GemmBackend::Blocked, GemmBackend::OpenBLAS, GemmBackend::Naive});
-    else if (arg == "--trace") {
-      o.trace = val();
-      if (o.trace.empty()) fail("--trace: must not be empty");
-    }
-    else if (arg == "--stats") flag_only(), o.stats = true;
-    else if (arg == "--stats-json") {
-      o.stats_json = val();
-      if (o.stats_json.empty()) fail("--stats-json: must not be empty");
-    }
-    else if (arg == "--report-affinity") flag_only(), o.report_affinity = true;
-    else if (arg == "--checkpoint") {
-      o.checkpoint = val();
-      if (o.checkpoint.empty()) fail("--checkpoint: must not be empty");
-    }
-    else if (arg == "--checkpoint-every") o.checkpoint_every = to_int(arg, val());
-    else if (arg == "--resume") flag_only(), o.resume = true;
-    else if (arg == "--check-every") o.check_every = to_int(arg, val());
-    else if (arg == "--timeout") o.timeout = to_double(arg, val());
-    else if (arg == "--export") {
-      o.export_path = val();
-      if (o.export_path.empty()) fail("--export: must not be empty");
-    } else if (arg == "--init") {
-      o.init = val();
-      if (o.init.empty()) fail("--init: must not be empty");
-    } else if (arg == "--debug-save-batch") {
-      o.save_batch = val();
-      if (o.save_batch.empty()) fail("--debug-save-batch: must not be empty");
-    }
-    else if (arg == "--debug-inject-nan") o.inject_nan = to_inject(arg, val());
-    else if (arg == "--debug-throw") o.inject_throw = to_inject(arg, val());
-    else fail("unknown option '" + arg + "'");
+  using hddp::ReduceMode;
+  Cli cli("poly_train");
+  std::vector<std::string> args = cli.arguments(argc, argv);
+  std::reverse(args.begin(), args.end());  // CLI11 takes them from the back
+  try {
+    cli.app.parse(args);
+  } catch (const CLI::FileError&) {  // the only file CLI11 reads is --config's
+    fail("--config: cannot read '" + cli.app.get_config_ptr()->as<std::string>() + "'");
+  } catch (const CLI::ConfigError& e) {  // a key that is no option: "INI was not able to parse KEY"
+    const std::string file = cli.app.get_config_ptr()->as<std::string>(), what = e.what();
+    const std::string prefix = "INI was not able to parse ";
+    if (what.rfind(prefix, 0) != 0) fail("--config " + file + ": " + what);
+    const std::string key = what.substr(prefix.size());
+    if (key.ends_with(".++")) fail("--config " + file + ": unknown section [" + key.substr(0, key.size() - 3) + "]");
+    fail("--config " + file + ": unknown key '" + key + "'");
+  } catch (const CLI::Error& e) {
+    fail(e.what());
   }
-  if (no_overlap) o.mode = ReduceMode::Blocking;
+  for (const std::string& r : cli.app.remaining()) {
+    if (r.rfind("--", 0) == 0) fail("unknown option '" + r.substr(0, r.find('=')) + "'");
+    fail("unexpected argument '" + r + "'");
+  }
+  Options o = cli.o;
+  if (cli.no_overlap) o.mode = ReduceMode::Blocking;
   if (o.epochs <= 0 || o.epochs > kMaxEpochs)
     fail("--epochs: must be in [1, " + std::to_string(kMaxEpochs) + "], got " + std::to_string(o.epochs));
   if (o.batch_size <= 0 || o.batch_size > (int64_t(1) << 24))
@@ -181,103 +382,6 @@ Options parse_options(int argc, const char* const* argv) {
   return o;
 }
 
-std::string help_text(const char* prog) {
-  Options d;
-  std::ostringstream os;
-  os << "Usage: [mpiexec -n P] " << prog << " [options]\n"
-     << "\n"
-     << "Data-parallel fit of f(x) = (x^3 + (x-10)^4) / (x-20)^2 on x in [-3, 10] (the PyTorch DDP\n"
-     << "tutorial, in C++): Linear(1, 20) -> Linear(20, 1, no bias) -> tanh, MinMax scaling to [-1, 1],\n"
-     << "fresh uniform samples every epoch, gradients averaged over the MPI ranks. Rank 0 writes\n"
-     << "errors.pdf (fit and absolute error), eval.csv and loss.csv into --out.\n"
-     << "\n"
-     << "Training:\n"
-     << "  --epochs N            epochs (one step each)                           [" << d.epochs << "]\n"
-     << "  --batch-size N        samples per rank per epoch                       [" << d.batch_size << "]\n"
-     << "  --lr X                learning rate                                    [" << d.lr << "]\n"
-     << "  --optimizer NAME      adam | sgd                                       [" << to_string(d.optimizer) << "]\n"
-     << "  --momentum X          SGD momentum                                     [" << d.momentum << "]\n"
-     << "  --function NAME       poly | griewank (1 + x^2/4000 - cos x)           [" << to_string(d.function) << "]\n"
-     << "  --hidden W[,W...]     hidden widths; tanh between hidden layers        [20]\n"
-     << "  --seed N              seed of weights and samples                      [" << d.seed << "]\n"
-     << "  --sampling MODE       per-rank: each rank draws its own batch (stream seed, rank);\n"
-     << "                        sharded: all draw one global batch of batch-size x P and each\n"
-     << "                        takes its slice, so the result does not depend on P [" << to_string(d.sampling) << "]\n"
-     << "Output:\n"
-     << "  --log-every N         loss line every N epochs                         [" << d.log_every << "]\n"
-     << "  --out DIR             directory for errors.pdf, eval.csv, loss.csv     [" << d.out << "]\n"
-     << "  --plot / --no-plot    draw errors.pdf with gnuplot                     [plot]\n"
-     << "  --stats               print the reducer's timings, overlap and placement at the end\n"
-     << "  --report-affinity     print, at start, where every rank runs: host, Slurm node, the CPUs\n"
-     << "                        it may use and the CPU of each OpenMP thread. (Whether or not it\n"
-     << "                        is given, rank 0 warns when ranks on one host are pinned to the\n"
-     << "                        same cores, or a rank has more threads than CPUs.)\n"
-     << "  --stats-json FILE     JSON lines: one object per loss line (epoch, loss, time per step),\n"
-     << "                        then a summary (per-rank timings, reducer, placement, evaluation)\n"
-     << "  --trace FILE          write a Chrome-trace timeline (all ranks) to FILE\n"
-     << "  --export FILE         write the trained weights to FILE in safetensors format, named as\n"
-     << "                        PyTorch names the same nn.Sequential (0.weight, 0.bias, 1.weight);\n"
-     << "                        the scalers' ranges and the layers in its __metadata__\n"
-     << "  --init FILE           start from the weights in FILE (safetensors: from --export, or saved\n"
-     << "                        from PyTorch) instead of the seed's; every name, shape and dtype\n"
-     << "                        must match the model (--hidden)\n"
-     << "Parallelism:\n"
-     << "  --threads N           OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK,\n"
-     << "                        else this node's cores divided among its ranks]\n"
-     << "  --bucket-mb X         gradient bucket cap, MiB, or auto: chosen at start to minimise the\n"
-     << "                        predicted exposed communication, from an allreduce timing fit\n"
-     << "                        (alpha + beta bytes) and the backward time per layer of a warm-up\n"
-     << "                        step; rank 0 prints the caps. They come from a measurement, so a\n"
-     << "                        resumed run may not be bitwise the one it continues  [" << d.bucket_mb << "]\n"
-     << "  --first-bucket-mb X   first bucket cap, MiB, or auto (with --bucket-mb auto) [" << d.first_bucket_mb << "]\n"
-     << "  --reduce-mode MODE    how gradient buckets are reduced: blocking (one MPI_Allreduce per\n"
-     << "                        bucket after backward), test (MPI_Iallreduce during backward,\n"
-     << "                        progressed by MPI_Test from the compute thread) or thread (the same,\n"
-     << "                        progressed by a helper thread)                   [" << hddp::to_string(d.mode) << "]\n"
-     << "  --no-overlap          the same as --reduce-mode blocking (wins over --progress)\n"
-     << "  --progress MODE       the same as --reduce-mode MODE, for test | thread\n"
-     << "  --gemm NAME           blocked | openblas | naive                       [HDDP_GEMM or blocked]\n"
-     << "  --help                this text\n"
-     << "Checkpoints and faults:\n"
-     << "  --checkpoint FILE     write a checkpoint (parameters, optimizer state, every rank's sampling\n"
-     << "                        RNG, epoch, loss history) to FILE atomically at the end, every\n"
-     << "                        --checkpoint-every epochs, and on SIGTERM/SIGUSR1. An existing FILE\n"
-     << "                        is never replaced without --resume\n"
-     << "  --checkpoint-every N  also every N epochs (0: only at the end and on a signal)   [0]\n"
-     << "  --resume              continue from --checkpoint FILE up to --epochs (a total); start from\n"
-     << "                        scratch if FILE does not exist yet. Bitwise the run that was\n"
-     << "                        interrupted; a checkpoint of another run (rank count, layers,\n"
-     << "                        optimizer, lr, batch size, sampling, function, seed) is refused\n"
-     << "  --check-every N       the ranks agree on signals and NaN/Inf every N epochs\n"
-     << "                        (0: about every 5 ms of training)                        [0]\n"
-     << "  --timeout SECONDS     stall watchdog: when a collective of a step (a bucket allreduce, the\n"
-     << "                        ranks' agreement, a checkpoint gather) has waited this long, the\n"
-     << "                        waiting ranks name the ranks that did not arrive (rank, node, epoch,\n"
-     << "                        bucket) and the job ends with exit code 4; the last checkpoint is\n"
-     << "                        kept. 0 turns it off. With it, --no-overlap runs each bucket as\n"
-     << "                        MPI_Iallreduce (libnbc's rabenseifner) instead of MPI_Allreduce:\n"
-     << "                        with 3+ ranks the sums may round differently than with --timeout 0\n"
-     << "                                                                         [" << d.timeout << "]\n"
-     << "  SIGTERM or SIGUSR1: every rank finishes its step, the ranks agree on the epoch, rank 0\n"
-     << "  writes the checkpoint, all exit with 75. (mpiexec forwards SIGUSR1 to the ranks. On\n"
-     << "  SIGTERM it sends them SIGCONT, waits odls_base_sigkill_timeout seconds, sends SIGTERM,\n"
-     << "  waits as long again, SIGKILLs them and exits 1 itself: Open MPI's default of 1 s can be\n"
-     << "  too short to checkpoint on a busy node, so launch with\n"
-     << "  OMPI_MCA_odls_base_sigkill_timeout=10, as scripts/run.sh and slurm/run.sbatch do.)\n"
-     << "  NaN or Inf in a rank's loss or gradients: all ranks stop with the epoch and rank, the\n"
-     << "  last checkpoint is kept, exit 3.\n"
-     << "Debugging (tests):\n"
-     << "  --debug-inject-nan EPOCH[:RANK]  rank RANK (default 0) sees a NaN input at epoch EPOCH\n"
-     << "  --debug-throw EPOCH[:RANK]       rank RANK throws at epoch EPOCH (its message, then MPI_Abort)\n"
-     << "  --debug-save-batch FILE          rank 0 writes its first batch (scaled x,y) to FILE as CSV\n"
-     << "\n"
-     << "Epochs are counted from 0 in messages and loss lines (loss.csv counts from 1).\n"
-     << "Exit codes: 0 done; 1 runtime error (the failing rank's message, then MPI_Abort ends all\n"
-     << "ranks); 2 bad command line or unusable checkpoint (nothing trained, nothing written);\n"
-     << "3 NaN/Inf in the loss or gradients; 4 stall (--timeout: a rank did not arrive); 75 stopped\n"
-     << "by SIGTERM/SIGUSR1 after writing the\n"
-     << "checkpoint (EX_TEMPFAIL: resume later; slurm/run.sbatch requeues itself).\n";
-  return os.str();
-}
+std::string help_text(const char* prog) { return Cli(prog).app.help(); }
 
 }  // namespace poly
