@@ -19,6 +19,29 @@ namespace {
 using json = nlohmann::ordered_json;
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr uint64_t kMaxHeader = uint64_t(100) << 20;  // the reference implementation's limit
+constexpr int kMaxDepth = 4;                           // {name: {"shape": [..]}}: 3 levels
+constexpr size_t kMaxDims = 16;
+
+// The deepest nesting of [ and { outside strings, counted up to kMaxDepth + 1: a header of
+// 100 MiB of '[' must not reach the JSON parser (its stack and tree would take gigabytes).
+int nesting(const char* p, const char* end) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (; p < end; ++p) {
+    if (in_string) {
+      if (*p == '\\') ++p;
+      else if (*p == '"') in_string = false;
+    } else if (*p == '"') {
+      in_string = true;
+    } else if (*p == '[' || *p == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxDepth) return deepest;
+    } else if (*p == ']' || *p == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 // Bytes per element of a safetensors dtype; 0 for one this reader does not know.
 int64_t dtype_bytes(const std::string& d) {
@@ -53,6 +76,7 @@ SafeTensor parse_entry(const std::string& path, const std::string& name, const j
   const auto dtype = e.find("dtype"), shape = e.find("shape"), offsets = e.find("data_offsets");
   HDDP_CHECK(dtype != e.end() && dtype->is_string(), where << " has no \"dtype\" string");
   HDDP_CHECK(shape != e.end() && shape->is_array(), where << " has no \"shape\" array");
+  HDDP_CHECK(shape->size() <= kMaxDims, where << ": " << shape->size() << " dimensions, more than " << kMaxDims);
   HDDP_CHECK(offsets != e.end() && offsets->is_array() && offsets->size() == 2 && (*offsets)[0].is_number_unsigned() &&
                  (*offsets)[1].is_number_unsigned(),
              where << " has no \"data_offsets\" [begin, end] of two non-negative integers");
@@ -115,6 +139,8 @@ SafeTensors parse_checked(const std::string& bytes, const std::string& path) {
   HDDP_CHECK(n <= bytes.size() - 8, "'" << path << "' is truncated or not a safetensors file: its header length "
                                         << n << " runs past the end of its " << bytes.size() << " bytes");
   HDDP_CHECK(n <= kMaxHeader, "'" << path << "': header of " << n << " bytes, more than safetensors allows");
+  HDDP_CHECK(nesting(bytes.data() + 8, bytes.data() + 8 + n) <= kMaxDepth,
+             "'" << path << "': the header nests deeper than a safetensors header does");
   const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n), nullptr, /*exceptions=*/false);
   HDDP_CHECK(!header.is_discarded() && header.is_object(), "'" << path << "': the header is not a JSON object");
   const uint64_t data_size = bytes.size() - 8 - n;
@@ -164,6 +190,8 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& path)
     return parse_checked(bytes, path);
   } catch (const nlohmann::json::exception& e) {  // a type the checks above did not foresee
     HDDP_CHECK(false, "'" << path << "': malformed safetensors header: " << e.what());
+  } catch (const std::bad_alloc&) {
+    HDDP_CHECK(false, "'" << path << "': out of memory reading its header");
   }
 }
 

@@ -1,6 +1,7 @@
 #include "core/util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
 }
 
 std::string read_file(const std::string& path) {
+  struct stat st{};
+  HDDP_CHECK(::stat(path.c_str(), &st) == 0, "cannot open '" << path << "': " << std::strerror(errno));
+  HDDP_CHECK(S_ISREG(st.st_mode), "cannot read '" << path << "': not a regular file");
   std::ifstream f(path, std::ios::binary);
   HDDP_CHECK(f, "cannot open '" << path << "': " << std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -14,7 +14,8 @@ namespace hddp {
 // removed on failure.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
-// The whole file. Throws hddp::Error naming the path if it cannot be opened or read.
+// The whole file. Throws hddp::Error naming the path if it cannot be opened or read, or is not
+// a regular file (a directory).
 std::string read_file(const std::string& path);
 
 // FNV-1a 64 of bytes, continuing from h (the offset basis by default).

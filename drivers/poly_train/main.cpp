@@ -100,6 +100,22 @@ std::string check_output_files(const Env& env, const Options& o) {
   return hddp::mpi::bcast_string(err, 0, env.comm());
 }
 
+// Every rank parsed its own command line and --config file before MPI started: the verdict
+// and what was parsed must be the same everywhere, else the ranks would part ways (one exits,
+// the others wait for it in their first collective). "" or the error, the same on every rank.
+std::string agree_on_options(const Env& env, const std::string& err, uint64_t source_hash) {
+  int failed = err.empty() ? 0 : 1, any = 0;
+  uint64_t lo = 0, hi = 0;
+  HDDP_MPI(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, env.comm()));
+  HDDP_MPI(MPI_Allreduce(&source_hash, &lo, 1, MPI_UINT64_T, MPI_MIN, env.comm()));
+  HDDP_MPI(MPI_Allreduce(&source_hash, &hi, 1, MPI_UINT64_T, MPI_MAX, env.comm()));
+  const std::string root = hddp::mpi::bcast_string(err, 0, env.comm());
+  if (!root.empty()) return root;
+  if (any) return "the options could not be parsed on every rank (a --config file on a node-local path?)";
+  if (lo != hi) return "the command line or the --config file differs between ranks; give every rank the same";
+  return "";
+}
+
 int usage_error(const Env& env, const std::string& err) {  // every rank gets here together
   if (env.root()) std::fprintf(stderr, "poly_train: error: %s\n", err.c_str());
   return kExitUsage;
@@ -345,6 +361,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<Env> env;
   try {
     env = std::make_unique<Env>(&argc, &argv, hddp::required_thread_level(opts.mode));
+    usage_error = agree_on_options(*env, usage_error, opts.source_hash);
     if (usage_error.empty() && !opts.help) usage_error = check_out_dir(*env, opts.out);
     if (!usage_error.empty()) {  // every rank gets here with the same verdict: exit 2 together
       if (env->root()) std::fprintf(stderr, "poly_train: error: %s\nTry 'poly_train --help'.\n", usage_error.c_str());

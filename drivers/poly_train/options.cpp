@@ -6,7 +6,10 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
+
+#include "core/util.h"
 
 namespace poly {
 namespace {
@@ -324,6 +327,42 @@ struct Cli {
     }
     return args;
   }
+
+  // The reducer mode when the command line gives it in any of its three spellings (last one
+  // wins, --no-overlap over --progress as on the command line itself). CLI11 applies a config
+  // file's entries for the options the command line did not name, so a file's `progress` would
+  // otherwise override a command line's --reduce-mode.
+  std::optional<hddp::ReduceMode> mode_on_command_line(const std::vector<std::string>& args) const {
+    std::optional<hddp::ReduceMode> mode;
+    bool blocking = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const CLI::Option* opt = args[i].rfind("--", 0) == 0 ? app.get_option_no_throw(args[i]) : nullptr;
+      if (!opt) continue;
+      if (args[i] == "--no-overlap") blocking = true;
+      if (opt->get_expected_max() == 0 || i + 1 >= args.size()) continue;
+      if (args[i] == "--reduce-mode" || args[i] == "--progress") mode = hddp::parse_reduce_mode(args[i + 1]);
+      ++i;  // the value
+    }
+    if (blocking) return hddp::ReduceMode::Blocking;
+    return mode;
+  }
+
+  // FNV-1a of the arguments, to compare the ranks' command lines (Options::source_hash).
+  static uint64_t source_hash(const std::vector<std::string>& args) {
+    uint64_t h = hddp::fnv1a64(nullptr, 0);
+    for (const std::string& a : args) h = hddp::fnv1a64(a.c_str(), a.size() + 1, h);
+    return h;
+  }
+  // The --config file's bytes as this rank read them ("" without --config, or unreadable).
+  std::string config_bytes() const {
+    const CLI::Option* c = app.get_config_ptr();
+    if (!c || c->count() == 0) return "";
+    try {
+      return hddp::read_file(c->as<std::string>());
+    } catch (const std::exception&) {
+      return "";
+    }
+  }
 };
 
 }  // namespace
@@ -335,6 +374,7 @@ Options parse_options(int argc, const char* const* argv) {
   using hddp::ReduceMode;
   Cli cli("poly_train");
   std::vector<std::string> args = cli.arguments(argc, argv);
+  const std::vector<std::string> given = args;
   std::reverse(args.begin(), args.end());  // CLI11 takes them from the back
   try {
     cli.app.parse(args);
@@ -356,6 +396,10 @@ Options parse_options(int argc, const char* const* argv) {
   }
   Options o = cli.o;
   if (cli.no_overlap) o.mode = ReduceMode::Blocking;
+  // The command line's mode over the file's, in any spelling (values checked by the parse).
+  if (const std::optional<ReduceMode> m = cli.mode_on_command_line(given)) o.mode = *m;
+  const std::string config = cli.config_bytes();
+  o.source_hash = hddp::fnv1a64(config.data(), config.size(), Cli::source_hash(given));
   if (o.epochs <= 0 || o.epochs > kMaxEpochs)
     fail("--epochs: must be in [1, " + std::to_string(kMaxEpochs) + "], got " + std::to_string(o.epochs));
   if (o.batch_size <= 0 || o.batch_size > (int64_t(1) << 24))

@@ -51,6 +51,9 @@ struct Options {
   std::string export_path;             // --export: the trained weights as safetensors ("" = off)
   std::string init;                    // --init: start from these safetensors weights ("" = seed's)
   bool help = false;
+  // FNV-1a of the arguments and the --config file's bytes: the same on every rank of one job,
+  // which main checks (a file one node reads differently must not split the ranks).
+  uint64_t source_hash = 0;
 
   // Faults: checkpoint/resume, signals, non-finite values (README "Faults"; --help).
   std::string checkpoint;              // checkpoint file ("" = none)

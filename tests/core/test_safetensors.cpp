@@ -95,6 +95,14 @@ TEST(SafetensorsFormat, MalformedFilesNameTheProblem) {
   EXPECT_NE(error_of(file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", "")).find("non-negative"), std::string::npos);
   EXPECT_NE(error_of(file(R"({"a":{"shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'))).find("no \"dtype\""), std::string::npos);
   EXPECT_NE(error_of(file(R"({"__metadata__":{"k":1}})", "")).find("is not a string"), std::string::npos);
+  // Nesting and dimensions are bounded before anything large is built (a header of 100 MiB
+  // of '[' would take gigabytes in a JSON tree).
+  EXPECT_NE(error_of(file(std::string(1 << 20, '['), "")).find("nests deeper"), std::string::npos);
+  EXPECT_EQ(error_of(file(R"({"a":{"s":"[[[[[[","dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'))),
+            "no error") << "brackets inside strings do not count";
+  std::string dims = R"({"a":{"dtype":"F32","shape":[)";
+  for (int i = 0; i < 17; ++i) dims += i ? ",1" : "1";
+  EXPECT_NE(error_of(file(dims + R"(],"data_offsets":[0,4]}})", std::string(4, '\0'))).find("17 dimensions"), std::string::npos);
   EXPECT_NE(error_of(file(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", "")).find("too large"),
             std::string::npos);
 }

@@ -65,4 +65,13 @@ TEST_F(Util, ErrorsNameThePath) {
   }
 }
 
+TEST_F(Util, ReadingADirectoryIsAnError) {
+  try {
+    read_file(dir_.string());
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace

@@ -132,4 +132,30 @@ TEST(OptionsCli, HelpNamesEveryGroupAndTheConfigFile) {
     EXPECT_NE(h.find(s), std::string::npos) << s << "\n" << h;
 }
 
+// The reducer mode has three spellings; the command line's, in any of them, wins over the
+// file's in any of them (CLI11 alone would apply the file's `progress` after the command
+// line's --reduce-mode, an option the command line did not name).
+TEST_F(Options, CommandLineModeWinsOverTheFilesInAnySpelling) {
+  const std::string thread = path("thread.toml"), blocking = path("blocking.toml");
+  spit(thread, "progress = \"thread\"\n");
+  spit(blocking, "no-overlap = true\n");
+  EXPECT_EQ(parse({"--config", thread}).mode, hddp::ReduceMode::Thread);
+  EXPECT_EQ(parse({"--config", thread, "--reduce-mode", "blocking"}).mode, hddp::ReduceMode::Blocking);
+  EXPECT_EQ(parse({"--config", blocking}).mode, hddp::ReduceMode::Blocking);
+  EXPECT_EQ(parse({"--config", blocking, "--progress", "thread"}).mode, hddp::ReduceMode::Thread);
+  EXPECT_EQ(parse({"--config", thread, "--no-overlap"}).mode, hddp::ReduceMode::Blocking);
+}
+
+// The ranks compare Options::source_hash: the same arguments and file give the same hash; a
+// different argument or a different file gives another.
+TEST_F(Options, SourceHashFollowsArgumentsAndFile) {
+  const std::string cfg = path("c.toml");
+  spit(cfg, "epochs = 7\n");
+  const uint64_t a = parse({"--config", cfg, "--lr", "0.01"}).source_hash;
+  EXPECT_EQ(parse({"--config", cfg, "--lr", "0.01"}).source_hash, a);
+  EXPECT_NE(parse({"--config", cfg, "--lr", "0.02"}).source_hash, a);
+  spit(cfg, "epochs = 8\n");
+  EXPECT_NE(parse({"--config", cfg, "--lr", "0.01"}).source_hash, a) << "the file's bytes count";
+}
+
 }  // namespace

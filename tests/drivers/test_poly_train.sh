@@ -165,6 +165,20 @@ for c in "${bad_cases[@]}"; do
 done
 pass "bad input"
 
+# The ranks parse their own command line and --config file: one that differs between ranks,
+# or a file one rank cannot read, stops every rank with exit 2 (it used to leave the others
+# waiting in their first collective). MPMD launches give the ranks different arguments.
+d=$WORK/agree; mkdir -p "$d"; echo "epochs = 5" >"$d/c.toml"
+out=$("$MPIEXEC" --oversubscribe --bind-to none --timeout 120 -n 1 "$BIN" --out "$d" --epochs 5 : \
+      -n 1 "$BIN" --out "$d" --epochs 6 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "differs between ranks" <<<"$out" && pass "different command lines: exit 2" \
+  || fail "different command lines: exit $rc: $out"
+out=$("$MPIEXEC" --oversubscribe --bind-to none --timeout 120 -n 1 "$BIN" --out "$d" --config "$d/c.toml" : \
+      -n 1 "$BIN" --out "$d" --config "$d/missing.toml" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "could not be parsed on every rank" <<<"$out" && pass "a --config one rank cannot read: exit 2" \
+  || fail "a --config one rank cannot read: exit $rc: $out"
+[ -e "$d/eval.csv" ] && fail "trained although the ranks disagreed"
+
 # No gnuplot (HDDP_GNUPLOT names the program, here one that does not exist): a warning, the
 # CSVs, exit 0.
 d=$WORK/nognuplot; mkdir -p "$d"
