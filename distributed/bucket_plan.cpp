@@ -64,17 +64,13 @@ void check_profile(const BackwardProfile& p) {
 BucketPlan predict_checked(const std::vector<ParamSlice>& layout, int64_t elem_bytes, const BackwardProfile& profile,
                            const AllreduceModel& model, int64_t cap, int64_t first_cap) {
   const std::vector<Bucket> buckets = assign_buckets(layout, elem_bytes, cap, first_cap);
+  const std::vector<double> launch = bucket_launch_times(buckets, profile);
   BucketPlan plan;
   plan.cap_bytes = cap, plan.first_cap_bytes = first_cap, plan.num_buckets = buckets.size();
-  size_t e = 0;
   double end = 0;
-  for (const Bucket& bk : buckets) {
-    // Launched by the first hook call that reports it complete (the reducer launches buckets
-    // in order, and ready offsets only decrease), else in finish() at the end of backward.
-    while (e < profile.events.size() && profile.events[e].ready_from > bk.begin) ++e;
-    const double launch = e < profile.events.size() ? profile.events[e].t : profile.total;
-    const double d = model.predict(bk.size() * elem_bytes);
-    end = std::max(launch, end) + d;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const double d = model.predict(buckets[b].size() * elem_bytes);
+    end = std::max(launch[b], end) + d;
     plan.comm += d;
   }
   plan.comm_end = end;
@@ -83,6 +79,36 @@ BucketPlan predict_checked(const std::vector<ParamSlice>& layout, int64_t elem_b
 }
 
 }  // namespace
+
+std::vector<double> bucket_launch_times(const std::vector<Bucket>& buckets, const BackwardProfile& profile) {
+  std::vector<double> launch;
+  launch.reserve(buckets.size());
+  size_t e = 0;
+  for (const Bucket& bk : buckets) {
+    while (e < profile.events.size() && profile.events[e].ready_from > bk.begin) ++e;
+    launch.push_back(e < profile.events.size() ? profile.events[e].t : profile.total);
+  }
+  return launch;
+}
+
+size_t pick_least(const std::vector<PlanScore>& s, double tie_abs, double tie_rel) {
+  HDDP_CHECK_ARG(!s.empty(), "pick_least: no candidates");
+  double best = INFINITY;
+  for (const PlanScore& p : s) best = std::min(best, p.cost);
+  const double limit = best + std::max(tie_abs, tie_rel * best);
+  size_t pick = s.size();
+  for (size_t i = 0; i < s.size(); ++i) {
+    const PlanScore& p = s[i];
+    if (p.cost > limit) continue;
+    if (pick == s.size()) { pick = i; continue; }
+    const PlanScore& q = s[pick];
+    if (p.num_buckets < q.num_buckets ||
+        (p.num_buckets == q.num_buckets &&
+         (p.cap_bytes > q.cap_bytes || (p.cap_bytes == q.cap_bytes && p.first_cap_bytes > q.first_cap_bytes))))
+      pick = i;
+  }
+  return pick;
+}
 
 BucketPlan predict_buckets(const std::vector<ParamSlice>& layout, int64_t elem_bytes, const BackwardProfile& profile,
                            const AllreduceModel& model, int64_t cap_bytes, int64_t first_cap_bytes) {
@@ -133,23 +159,15 @@ BucketPlan choose_bucket_caps(const std::vector<ParamSlice>& layout, int64_t ele
     firsts.push_back(options.first_cap_bytes);
   }
   std::vector<BucketPlan> plans;
+  std::vector<PlanScore> scores;
   plans.reserve(caps.size() * firsts.size());
-  double best = INFINITY;
   for (int64_t f : firsts)
     for (int64_t c : caps) {
       plans.push_back(predict_checked(layout, elem_bytes, profile, model, c, f));
-      best = std::min(best, plans.back().exposed);
+      const BucketPlan& p = plans.back();
+      scores.push_back({p.exposed, p.num_buckets, p.cap_bytes, p.first_cap_bytes});
     }
-  const double limit = best + std::max(options.tie_abs, options.tie_rel * best);
-  const BucketPlan* pick = nullptr;
-  for (const BucketPlan& p : plans) {
-    if (p.exposed > limit) continue;
-    if (!pick || p.num_buckets < pick->num_buckets ||
-        (p.num_buckets == pick->num_buckets &&
-         (p.cap_bytes > pick->cap_bytes || (p.cap_bytes == pick->cap_bytes && p.first_cap_bytes > pick->first_cap_bytes))))
-      pick = &p;
-  }
-  return *pick;
+  return plans[pick_least(scores, options.tie_abs, options.tie_rel)];
 }
 
 std::string format_bytes(int64_t bytes) {

@@ -65,6 +65,22 @@ BucketPlan predict_buckets(const std::vector<ParamSlice>& layout, int64_t elem_b
                            const BackwardProfile& profile, const AllreduceModel& model,
                            int64_t cap_bytes, int64_t first_cap_bytes);
 
+// When each bucket is launched: at the first hook event whose ready offset is <= its begin
+// (the reducer launches buckets in order, and ready offsets only decrease), else at the end of
+// backward (profile.total, in finish()). Seconds after backward started, one per bucket.
+// Shared by the prediction here and the at-scale replay (distributed/step_replay.h).
+std::vector<double> bucket_launch_times(const std::vector<Bucket>& buckets, const BackwardProfile& profile);
+
+// A candidate plan's score, and the pick among candidates: the least cost, where costs within
+// max(tie_abs, tie_rel * least) count as equal; among them the fewest buckets, then the
+// largest caps. Returns the chosen index; throws std::invalid_argument on an empty list.
+struct PlanScore {
+  double cost = 0;
+  size_t num_buckets = 0;
+  int64_t cap_bytes = 0, first_cap_bytes = 0;
+};
+size_t pick_least(const std::vector<PlanScore>& scores, double tie_abs, double tie_rel);
+
 // Caps at which the bucket assignment can change: the byte sizes of every run of consecutive
 // parameters (assign_buckets only ever compares a run's size with the cap), ascending,
 // without duplicates. At most `max_candidates`: beyond that a log-spaced subset (always

@@ -11,6 +11,7 @@ PKGS=(
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   nlohmann-json3-dev
   libcli11-dev
+  libsimgrid-dev   # bench/at_scale: SimGrid SMPI (smpicxx, smpirun) for the at-scale allreduce tables
   poppler-utils
   python3
   python3-torch   # the safetensors round trip with PyTorch (tests/drivers/test_safetensors.sh)
