@@ -76,6 +76,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/wide_mlp.h"
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/rng.h"
@@ -433,11 +434,6 @@ void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, int nbc, double
 }
 
 // ---- 4. Training step of a wide MLP ------------------------------------------------------------
-std::vector<LayerSpec> wide_mlp() {
-  return {Linear(1, 1024),    Tanh(), Linear(1024, 1024), Tanh(), Linear(1024, 1024), Tanh(),
-          Linear(1024, 1024), Tanh(), Linear(1024, 1)};
-}
-
 void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
   set_gemm_backend(GemmBackend::Blocked);
   int rank = 0;

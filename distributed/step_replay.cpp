@@ -293,7 +293,8 @@ double backward_time(const ModelProfile& m) {
 }
 
 // Bytes reduced on each rank by the whole schedule, and the 1/P averaging pass over the
-// bucket (the reducer runs it for P > 2; at 2 ranks the reduction op averages).
+// bucket (the reducer runs it over the arena in finish() for P > 2; at 2 ranks the reduction
+// op averages).
 double reduction_seconds(int64_t bytes, int p, double bw) {
   if (p == 1) return 0;
   double reduced = 0;
@@ -375,8 +376,6 @@ StepTimeline replay_overlapped(const ModelProfile& m, const AllreduceTable& t, c
       const double share = sum_bytes > 0 ? double(sched[k].bytes) / sum_bytes : 1.0 / n;
       rounds[b].push_back({lat / n + (total - lat) * share, double(sched[k].reduced) / o.reduce_bandwidth});
     }
-    // The averaging pass when the last round completes (the reducer's complete(b), P > 2).
-    if (o.ranks > 2) rounds[b].back().reduce += double(bytes) / o.reduce_bandwidth;
   }
   // When each bucket is launched: in the hook after the layer that completes it, i.e. once
   // the unstretched backward time done so far reaches its launch time.
@@ -440,6 +439,9 @@ StepTimeline replay_overlapped(const ModelProfile& m, const AllreduceTable& t, c
     progress();
   }
   s.comm_span = last_complete - std::max(first_launch, 0.0);
+  // The averaging pass over the whole arena at the end of finish() (P > 2; at 2 ranks the
+  // reduction op averages).
+  if (o.ranks > 2) clock += double(m.num_params() * kElem) / o.reduce_bandwidth;
   s.step = clock + s.other;
   s.exposed = s.step - s.compute();
   return s;
@@ -458,6 +460,16 @@ BestCap best_overlapped_cap(const ModelProfile& m, const AllreduceTable& t, cons
   }
   const size_t i = pick_least(scores, ties.tie_abs, ties.tie_rel);
   return {caps[i], lines[i]};
+}
+
+std::string timeline_csv_row(const std::string& model, int ranks, const std::string& mode, int64_t cap_bytes,
+                             int64_t first_cap_bytes, const StepTimeline& s) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s,%d,%s,%lld,%lld,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.5f\n", model.c_str(), ranks,
+                mode.c_str(), (long long)cap_bytes, (long long)first_cap_bytes, s.num_buckets, s.forward * 1e3,
+                s.backward * 1e3, s.other * 1e3, s.backward_stretched * 1e3, s.comm_span * 1e3, s.exposed * 1e3,
+                s.step * 1e3, s.efficiency());
+  return buf;
 }
 
 }  // namespace hddp

@@ -142,4 +142,12 @@ struct BestCap {
 BestCap best_overlapped_cap(const ModelProfile& m, const AllreduceTable& t, const ReplayOptions& o,
                             size_t max_candidates = 96, const AutosizeOptions& ties = {});
 
+// One timeline as a CSV row (times in ms), written by the replay (at_scale_replay) and the
+// in-simulator step (at_scale_sim step) alike, so the two compare column by column.
+inline constexpr const char* kTimelineCsvHeader =
+    "model,ranks,mode,cap_bytes,first_cap_bytes,buckets,forward_ms,backward_ms,other_ms,"
+    "backward_stretched_ms,comm_span_ms,exposed_ms,step_ms,efficiency";
+std::string timeline_csv_row(const std::string& model, int ranks, const std::string& mode, int64_t cap_bytes,
+                             int64_t first_cap_bytes, const StepTimeline& s);
+
 }  // namespace hddp
