@@ -456,7 +456,9 @@ BestCap best_overlapped_cap(const ModelProfile& m, const AllreduceTable& t, cons
     ReplayOptions oc = o;
     oc.cap_bytes = c, oc.first_cap_bytes = std::min(c, o.first_cap_bytes);
     lines.push_back(replay_overlapped(m, t, oc));
-    scores.push_back({lines.back().step, lines.back().num_buckets, c, oc.first_cap_bytes});
+    // The cost is the exposed time (the step less its fixed compute), so that the tie
+    // tolerance is relative to the communication, as in choose_bucket_caps.
+    scores.push_back({lines.back().exposed, lines.back().num_buckets, c, oc.first_cap_bytes});
   }
   const size_t i = pick_least(scores, ties.tie_abs, ties.tie_rel);
   return {caps[i], lines[i]};

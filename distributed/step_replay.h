@@ -133,8 +133,8 @@ StepTimeline replay_blocking(const ModelProfile& m, const AllreduceTable& t, con
 StepTimeline replay_overlapped(const ModelProfile& m, const AllreduceTable& t, const ReplayOptions& o);
 
 // The cap giving the shortest overlapped step, over candidate_caps (at most max_candidates),
-// the first bucket capped at min(cap, o.first_cap_bytes); ties as choose_bucket_caps
-// (AutosizeOptions: within tolerance, the fewest buckets, then the largest cap).
+// the first bucket capped at min(cap, o.first_cap_bytes); ties as choose_bucket_caps on the
+// exposed time (AutosizeOptions: within tolerance, the fewest buckets, then the largest cap).
 struct BestCap {
   int64_t cap_bytes = 0;
   StepTimeline timeline;

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     }
     write_file_atomic(profile_out, model_profile_csv(m));
     const double bw = reduce_bandwidth();
-    std::printf("%s, batch %lld, %d OpenMP threads, %s: forward %.3f ms, backward %.3f ms, other %.3f ms; "
+    std::printf("%s, batch %lld, %d OpenMP threads, %s: forward %.4g ms, backward %.4g ms, other %.4g ms; "
                 "reduction %.2f GB/s -> %s\n",
                 model.c_str(), (long long)batch, omp_get_max_threads(), gemm_kernel_name(), forward * 1e3,
                 (m.compute() - forward) * 1e3, median(other) * 1e3, bw * 1e-9, profile_out.c_str());

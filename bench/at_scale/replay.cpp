@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
     o.cap_bytes = int64_t(cap_mib * 1048576), o.first_cap_bytes = int64_t(first_cap_mib * 1048576);
     o.poll_interval = poll_us * 1e-6, o.reduce_bandwidth = reduce_gbps * 1e9;
     std::string csv = std::string(kTimelineCsvHeader) + "\n";
-    std::fprintf(stderr, "%-10s %6s %9s %9s %9s %7s %9s %9s %7s %10s\n", "model", "nodes", "compute", "blocking", "eff",
-                 "overlap", "exposed", "eff", "best", "best_step");
+    std::fprintf(stderr, "%-10s %6s %11s %11s %6s %11s %11s %6s %11s %11s\n", "model", "nodes", "compute_ms", "blocking_ms",
+                 "eff", "overlap_ms", "exposed_ms", "eff", "best_cap", "best_ms");
     for (int p : parse_ranks(ranks_arg, table, o)) {
       o.ranks = p;
       const StepTimeline b = replay_blocking(m, table, o), v = replay_overlapped(m, table, o);
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
         csv += timeline_csv_row(m.name, p, "overlapped_best", best.cap_bytes, std::min(o.first_cap_bytes, best.cap_bytes),
                                 best.timeline);
       }
-      std::fprintf(stderr, "%-10s %6d %7.2fms %7.2fms %6.1f%% %7.2fms %7.2fms %6.1f%% %7s %8.2fms\n", m.name.c_str(), p,
+      std::fprintf(stderr, "%-10s %6d %11.4g %11.4g %5.1f%% %11.4g %11.4g %5.1f%% %11s %11.4g\n", m.name.c_str(), p,
                    b.compute() * 1e3, b.step * 1e3, 100 * b.efficiency(), v.step * 1e3, v.exposed * 1e3,
                    100 * v.efficiency(), format_bytes(best.cap_bytes).c_str(), best.timeline.step * 1e3);
     }

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# bench/at_scale end to end, small (bench/at_scale/README.md):
+#   tools   at_scale_replay / at_scale_measure: --help, the CSVs they write, bad input (exit 2,
+#           the file and line named); at_scale_mpi on real Open MPI: the libnbc-like schedule's
+#           sums on 4 ranks, a measured allreduce table the replay reads
+#   smpi    (only with at_scale_sim) 4-16 simulated ranks: the allreduce table's rows, the step
+#           with --check-sums (every bucket's sum on every rank), the in-simulator step against
+#           the replay (within 10 %), a non-power-of-two count refused
+# Usage: test_at_scale.sh tools|smpi <build>/bench <mpiexec> <scratch dir inside the build tree>
+set -uo pipefail
+PART=$1 BIN=$2 MPIEXEC=$3 WORK=$4
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1
+rm -rf "$WORK" && mkdir -p "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+# expect CODE PATTERN CMD...: the exit code and PATTERN in the output
+expect() {
+  local code=$1 pat=$2; shift 2
+  if declare -F "$1" >/dev/null; then "$@" >"$WORK/out" 2>&1; else timeout 120 "$@" >"$WORK/out" 2>&1; fi
+  local rc=$?
+  if [ $rc -eq "$code" ] && grep -q -- "$pat" "$WORK/out"; then pass "$code '$pat': ${*##*/}"; else
+    fail "'$*': rc $rc (want $code), want '$pat' in: $(tail -3 "$WORK/out")"; fi
+}
+# rows_ok CSV N: a header and N data rows, every number finite and >= 0
+rows_ok() {
+  python3 - "$1" "$2" <<'PY'
+import csv, math, sys
+r = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
+assert len(r) == int(sys.argv[2]), f"{len(r)} rows, want {sys.argv[2]}"
+for row in r:
+    for k, v in row.items():
+        try:
+            x = float(v)
+        except ValueError:
+            continue
+        assert math.isfinite(x) and x >= 0, f"{k} = {v}"
+PY
+}
+
+W="$WORK/profiles"
+mkdir -p "$W"
+"$BIN/at_scale_measure" --model wide --batch 256 --flop --profile-out "$W/wide.csv" >/dev/null || fail "measure --flop"
+python3 "$ROOT/bench/at_scale/profiles.py" "$W" 32 2>/dev/null || fail "profiles.py"
+
+if [ "$PART" = tools ]; then
+  expect 0 "--table" "$BIN/at_scale_replay" --help
+  expect 0 "--model" "$BIN/at_scale_measure" --help
+  # A measured profile and config; the replay reads both.
+  "$BIN/at_scale_measure" --model tutorial --batch 32 --reps 20 --profile-out "$W/tut.csv" --config-out "$W/tut.toml" \
+    >"$WORK/m.log" 2>&1 && grep -q '^other-ms = ' "$W/tut.toml" && grep -q '^reduce-gbps = ' "$W/tut.toml" \
+    && rows_ok "$W/tut.csv" 3 && pass "measure: tutorial profile and config" || fail "measure: $(cat "$WORK/m.log")"
+  grep -q '^2,1048576+1024,' "$W/wide.csv" && pass "flop profile: layer 2 is 1024x1024 + bias" || fail "flop profile"
+  # A hand-made table at 2 and 4 ranks.
+  T="$WORK/t.csv"
+  printf 'op,ranks,bytes,seconds,reduction_charged\n' >"$T"
+  for p in 2 4; do for op in allreduce iallreduce; do
+    printf '%s,%s,4096,%s,0\n%s,%s,16777216,%s,0\n' $op $p 1e-5 $op $p 2e-3 >>"$T"; done; done
+  "$BIN/at_scale_replay" --profile "$W/tut.csv" --table "$T" --config "$W/tut.toml" --out "$WORK/r.csv" 2>/dev/null \
+    && rows_ok "$WORK/r.csv" 6 && pass "replay: 3 rows at 2 and at 4 ranks" || fail "replay on the tutorial"
+  "$BIN/at_scale_replay" --profile "$W/resnet50.csv" --node-gflops 560 --table "$T" --ranks 1,4 --no-best-cap \
+    --out "$WORK/r2.csv" 2>/dev/null && rows_ok "$WORK/r2.csv" 4 \
+    && python3 -c "import csv,sys; r=list(csv.DictReader(open('$WORK/r2.csv'))); assert float(r[0]['efficiency'])==1.0 and float(r[2]['efficiency'])<1.0" \
+    && pass "replay: 1 rank is pure compute, 4 ranks less efficient" || fail "replay: resnet50 at 1,4"
+  # Bad input: exit 2, the file and line named.
+  expect 2 "no-such.csv" "$BIN/at_scale_replay" --profile "$W/no-such.csv" --table "$T"
+  sed '3s/.*/allreduce,2,4096,soon,0/' "$T" >"$WORK/bad.csv"
+  expect 2 "bad.csv:3: seconds 'soon'" "$BIN/at_scale_replay" --profile "$W/tut.csv" --table "$WORK/bad.csv"
+  printf 'layer,params,forward_s,backward_s\nfc,10,1e-3,1e-3\nfc2,10,1e-3\n' >"$WORK/badp.csv"
+  expect 2 "badp.csv:3: expected 4 fields, found 3" "$BIN/at_scale_replay" --profile "$WORK/badp.csv" --table "$T"
+  expect 2 "counts flop: give --node-gflops" "$BIN/at_scale_replay" --profile "$W/wide.csv" --table "$T"
+  expect 2 "no allreduce and iallreduce rows at 8 ranks" "$BIN/at_scale_replay" --profile "$W/tut.csv" --table "$T" --ranks 2,8
+  expect 2 "--poll-us" "$BIN/at_scale_replay" --profile "$W/tut.csv" --table "$T" --poll-us -1
+  expect 2 "--model" "$BIN/at_scale_measure" --model resnet --profile-out "$WORK/x.csv"
+  # at_scale_mpi on real Open MPI: the libnbc-like schedule's sums (4 ranks, 7 buckets of a
+  # 3.1 M-parameter model), and a measured table (reduction_charged 1) the replay reads.
+  expect 0 "" "$MPIEXEC" --oversubscribe --bind-to none -n 4 "$BIN/at_scale_mpi" step --profile "$W/wide.csv" \
+    --compute-ms 2 --cap-mib 2 --check-sums --steps 2 --out "$WORK/mpi-step.csv"
+  rows_ok "$WORK/mpi-step.csv" 1 && pass "at_scale_mpi step: timeline row" || fail "at_scale_mpi step row"
+  expect 0 "" "$MPIEXEC" --oversubscribe --bind-to none -n 2 "$BIN/at_scale_mpi" allreduce --max-mib 1 --reps 3 --out "$WORK/mt.csv"
+  rows_ok "$WORK/mt.csv" 10 && grep -q '^iallreduce,2,1048576,.*,1$' "$WORK/mt.csv" && pass "at_scale_mpi table" \
+    || fail "at_scale_mpi table: $(cat "$WORK/mt.csv")"
+  "$BIN/at_scale_replay" --profile "$W/wide.csv" --compute-ms 5 --table "$WORK/mt.csv" --out "$WORK/r3.csv" 2>/dev/null \
+    && rows_ok "$WORK/r3.csv" 3 && pass "replay on a measured table" || fail "replay on the measured table"
+  expect 2 "--mode" "$MPIEXEC" -n 1 "$BIN/at_scale_mpi" step --profile "$W/wide.csv" --mode sometimes
+else
+  SIM="$BIN/at_scale_sim" OUT="$WORK" LINK_LAT_US=0.25 BW_FACTOR=0.97 LAT_FACTOR=1
+  source "$ROOT/bench/at_scale/lib.sh"
+  mkdir -p "$WORK/platforms"
+  # The allreduce table at 4 and 16 simulated ranks: 2 ops x 5 sizes each, times grow with size.
+  for p in 4 16; do
+    if smpi $p "$(platform $p 100 0.25)" allreduce --max-mib 4 --out "$WORK/t$p.csv" >"$WORK/t$p.log" 2>&1 \
+      && rows_ok "$WORK/t$p.csv" 10 \
+      && python3 - "$WORK/t$p.csv" <<'PY'
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))
+for op in ("allreduce", "iallreduce"):
+    t = [float(x["seconds"]) for x in r if x["op"] == op]
+    assert len(t) == 5 and all(a < b for a, b in zip(t, t[1:])), (op, t)
+assert all(x["reduction_charged"] == "0" for x in r)
+PY
+    then pass "SMPI allreduce table at $p ranks"; else fail "SMPI table at $p: $(tail -3 "$WORK/t$p.log")"; fi
+  done
+  { cat "$WORK/t4.csv"; tail -n +2 "$WORK/t16.csv"; } >"$WORK/t.csv"
+  # The in-simulator step on real data (every bucket's sum checked on every rank), then the
+  # replay of the same step: within 10 % (they model the same schedule).
+  for p in 4 8 16; do
+    smpi $p "$(platform $p 100 0.25)" step --profile "$W/wide.csv" --node-gflops 560 --cap-mib 2 --check-sums \
+      --out "$WORK/s$p.csv" >"$WORK/s$p.log" 2>&1 && rows_ok "$WORK/s$p.csv" 1 \
+      && pass "SMPI step on real data, $p ranks: sums correct" || fail "SMPI step --check-sums $p: $(tail -3 "$WORK/s$p.log")"
+  done
+  for p in 4 16; do
+    smpi $p "$(platform $p 100 0.25)" step --profile "$W/wide.csv" --node-gflops 560 --cap-mib 2 \
+      --reduce-gbps 10 --out "$WORK/sim$p.csv" >"$WORK/sim$p.log" 2>&1 || fail "SMPI step $p: $(tail -3 "$WORK/sim$p.log")"
+    "$BIN/at_scale_replay" --profile "$W/wide.csv" --node-gflops 560 --cap-mib 2 --reduce-gbps 10 --table "$WORK/t.csv" \
+      --ranks $p --no-best-cap --out "$WORK/rep$p.csv" 2>/dev/null || fail "replay $p"
+    python3 - "$WORK/sim$p.csv" "$WORK/rep$p.csv" <<'PY' && pass "replay vs SMPI step at $p ranks" || fail "replay vs SMPI at $p"
+import csv, sys
+sim = list(csv.DictReader(open(sys.argv[1])))[0]
+rep = [r for r in csv.DictReader(open(sys.argv[2])) if r["mode"] == "overlapped"][0]
+a, b = float(rep["step_ms"]), float(sim["step_ms"])
+print(f"  replay {a:.4f} ms, SMPI {b:.4f} ms, ratio {a / b:.4f}; exposed {float(rep['exposed_ms']):.4f} / {float(sim['exposed_ms']):.4f} ms")
+assert abs(a / b - 1) <= 0.10 and int(rep["buckets"]) == int(sim["buckets"]) > 2
+PY
+  done
+  seq 0 5 | sed 's/^/node-/' >"$WORK/platforms/hosts-6"
+  expect 1 "power-of-two number of ranks, got 6" smpi 6 "$(platform 8 100 0.25)" step --profile "$W/wide.csv" \
+    --node-gflops 560
+  expect 2 "counts flop" smpi 4 "$(platform 4 100 0.25)" step --profile "$W/wide.csv"
+fi
+[ $failures -eq 0 ] && echo "test_at_scale $PART: all passed" || echo "test_at_scale $PART: $failures failure(s)"
+exit $((failures > 0))
