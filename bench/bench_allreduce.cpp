@@ -56,6 +56,9 @@
 //                                       step / blocking step ratios and <mode>_watchdog_vs_off
 //                                       (the watchdog's cost) (per round, median).
 //
+// --table-csv=FILE (ours, not Google Benchmark's): rank 0 writes the allreduce/blocking and
+// allreduce/iallreduce_wait/*/nbc:rabenseifner medians as bench/at_scale's allreduce table
+// (op,ranks,bytes,seconds,reduction_charged = 1), the table a cluster run gives the replay.
 // Run (see bench/RESULTS.md):
 //   OMP_NUM_THREADS=1 mpiexec --allow-run-as-root --oversubscribe --bind-to none -n 2
 //     build-bench/bench/bench_allreduce --benchmark_repetitions=5
@@ -71,6 +74,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <regex>
 #include <string>
@@ -85,6 +89,7 @@
 #include "distributed/mpi_env.h"
 #include "distributed/nbc_algorithm.h"
 #include "distributed/reducer.h"
+#include "distributed/step_replay.h"
 #include "distributed/watchdog.h"
 #include "kernels/gemm.h"
 
@@ -142,6 +147,16 @@ ReducerOptions one_bucket(int64_t n, ReduceMode mode, int nbc, double poll_us = 
   return o;
 }
 
+// bench/at_scale's allreduce table (distributed/step_replay.h: op,ranks,bytes,seconds,
+// reduction_charged), filled by bm_allreduce and written by rank 0 with --table-csv=FILE.
+struct TableRow {
+  const char* op;
+  int ranks;
+  int64_t bytes;
+  double seconds;
+};
+std::map<std::pair<std::string, int64_t>, TableRow> g_table;  // the last run of each (op, bytes)
+
 // ---- 1. MPI_Allreduce vs MPI_Iallreduce + MPI_Wait ---------------------------------------
 // In place on zeros (the sum stays finite; float addition costs the same for any normal value).
 void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking, int nbc) {
@@ -173,6 +188,11 @@ void bm_allreduce(benchmark::State& st, int64_t bytes, bool nonblocking, int nbc
   st.counters["median_us"] = med * 1e6;
   st.counters["algbw_GBps"] = double(bytes) / med * 1e-9;
   st.counters["ranks"] = world_size();
+  // The at-scale replay's table (--table-csv): blocking MPI_Allreduce and the reducer's
+  // nonblocking call (libnbc rabenseifner), the slowest rank's median, reductions included.
+  if (!nonblocking || nbc == kRabenseifner)
+    g_table[{nonblocking ? "iallreduce" : "allreduce", bytes}] = {nonblocking ? "iallreduce" : "allreduce", world_size(),
+                                                                  bytes, max_over_ranks(med)};
 }
 
 // ---- 1b. The same, finely interleaved ----------------------------------------------------------
@@ -683,8 +703,13 @@ int main(int argc, char** argv) {
                            has_flag(argc, argv, "--benchmark_min_warmup_time")))
       throw Error("bench_allreduce: --benchmark_enable_random_interleaving and --benchmark_min_warmup_time "
                   "differ between ranks and would deadlock the collectives; run without them");
-    // Other ranks: no file output either (they would overwrite rank 0's --benchmark_out).
+    // --table-csv=FILE is ours, not Google Benchmark's: taken out before it parses.
+    std::string table_csv;
     std::vector<char*> args(argv, argv + argc);
+    for (auto it = args.begin() + 1; it != args.end();)
+      if (std::strncmp(*it, "--table-csv=", 12) == 0) table_csv = *it + 12, it = args.erase(it);
+      else ++it;
+    // Other ranks: no file output either (they would overwrite rank 0's --benchmark_out).
     if (!env.root())
       args.erase(std::remove_if(args.begin() + 1, args.end(),
                                 [](char* a) { return std::strncmp(a, "--benchmark_out", 15) == 0; }),
@@ -710,6 +735,15 @@ int main(int argc, char** argv) {
       benchmark::RunSpecifiedBenchmarks(&null);
     }
     benchmark::Shutdown();
+    if (env.root() && !table_csv.empty()) {
+      std::string csv = std::string(kAllreduceTableHeader) + "\n";
+      char line[128];
+      for (const auto& [key, r] : g_table) {
+        std::snprintf(line, sizeof line, "%s,%d,%lld,%.9g,1\n", r.op, r.ranks, (long long)r.bytes, r.seconds);
+        csv += line;
+      }
+      write_file_atomic(table_csv, csv);
+    }
     barrier();
   } catch (const std::exception& e) {
     mpi::abort_all(1, e.what());

@@ -120,7 +120,7 @@ validate() {
   log "validation: bench_allreduce step/wide/b$BATCH_WIDE/cap25MiB, 2 ranks (3 runs)"
   for r in 1 2 3; do
     OMP_NUM_THREADS=1 timeout 600 mpiexec "${root_flag[@]}" -n 2 --bind-to none -x OMP_NUM_THREADS "$BIN/bench_allreduce" \
-      --benchmark_filter="^step/wide/b$BATCH_WIDE/cap25MiB\$" --benchmark_out="$v/bench-$r.json" \
+      --benchmark_filter="^step/wide/b$BATCH_WIDE/cap25MiB(/iter|\$)" --benchmark_out="$v/bench-$r.json" \
       --benchmark_out_format=json >"$v/bench-$r.txt" 2>&1 || { tail -5 "$v/bench-$r.txt" >&2; die "bench_allreduce failed"; }
   done
   python3 "$ROOT/bench/at_scale/tables.py" validation "$v" | tee "$v/validation.md" >&2

@@ -225,7 +225,10 @@ int run_allreduce(int64_t min_bytes, int64_t max_bytes, int reps, double reduce_
         MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
         const double t0 = MPI_Wtime();
         if (std::strcmp(kind, "allreduce") == 0) {
-          MPI_OK(MPI_Allreduce(send, recv, int(n), MPI_FLOAT, op, MPI_COMM_WORLD));
+          // In place on a real MPI, as the reducer calls it; SMPI makes a private copy per
+          // in-place call (shared/notes), so the simulation uses two buffers.
+          MPI_OK(MPI_Allreduce(kSimulated ? static_cast<const void*>(send) : MPI_IN_PLACE, recv, int(n), MPI_FLOAT, op,
+                               MPI_COMM_WORLD));
         } else if (kSimulated) {
           Rabenseifner s(recv, tmp, n, false, reduce_bw);  // network only: reduce_bw charges below
           if (!s.start())
@@ -236,7 +239,7 @@ int run_allreduce(int64_t min_bytes, int64_t max_bytes, int reps, double reduce_
           NbcAlgorithm algorithm;  // libnbc's rabenseifner, as the reducer sets it
           algorithm.set(kNbcRabenseifner);
           MPI_Request req;
-          MPI_OK(MPI_Iallreduce(send, recv, int(n), MPI_FLOAT, op, MPI_COMM_WORLD, &req));
+          MPI_OK(MPI_Iallreduce(MPI_IN_PLACE, recv, int(n), MPI_FLOAT, op, MPI_COMM_WORLD, &req));
           MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
 #endif
         }
@@ -442,8 +445,17 @@ int main(int argc, char** argv) {
     rc = 1;
   }
   // Bad input is found identically on every rank (same arguments, same files), so every rank
-  // returns the same code; a failure on one rank alone ends the job.
-  if (rc == 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  // returns the same code; a failure on one rank alone ends the job. Under SMPI every rank is
+  // a thread of the one simulator process, and smpirun exits 0 after MPI_Abort: end the
+  // process itself with the code.
+  if (rc == 1) {
+#ifdef HDDP_SMPI
+    std::fflush(nullptr);
+    std::_Exit(1);
+#else
+    MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+  }
   MPI_Finalize();
   return rc;
 }

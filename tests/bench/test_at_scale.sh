@@ -2,7 +2,8 @@
 # bench/at_scale end to end, small (bench/at_scale/README.md):
 #   tools   at_scale_replay / at_scale_measure: --help, the CSVs they write, bad input (exit 2,
 #           the file and line named); at_scale_mpi on real Open MPI: the libnbc-like schedule's
-#           sums on 4 ranks, a measured allreduce table the replay reads
+#           sums on 4 ranks, a measured allreduce table the replay reads; bench_allreduce's
+#           --table-csv read by the replay
 #   smpi    (only with at_scale_sim) 4-16 simulated ranks: the allreduce table's rows, the step
 #           with --check-sums (every bucket's sum on every rank), the in-simulator step against
 #           the replay (within 10 %), a non-power-of-two count refused
@@ -22,7 +23,7 @@ expect() {
   local code=$1 pat=$2; shift 2
   if declare -F "$1" >/dev/null; then "$@" >"$WORK/out" 2>&1; else timeout 120 "$@" >"$WORK/out" 2>&1; fi
   local rc=$?
-  if [ $rc -eq "$code" ] && grep -q -- "$pat" "$WORK/out"; then pass "$code '$pat': ${*##*/}"; else
+  if [ $rc -eq "$code" ] && { [ -z "$pat" ] || grep -q -- "$pat" "$WORK/out"; }; then pass "$code '$pat': ${*##*/}"; else
     fail "'$*': rc $rc (want $code), want '$pat' in: $(tail -3 "$WORK/out")"; fi
 }
 # rows_ok CSV N: a header and N data rows, every number finite and >= 0
@@ -86,20 +87,26 @@ if [ "$PART" = tools ]; then
   "$BIN/at_scale_replay" --profile "$W/wide.csv" --compute-ms 5 --table "$WORK/mt.csv" --out "$WORK/r3.csv" 2>/dev/null \
     && rows_ok "$WORK/r3.csv" 3 && pass "replay on a measured table" || fail "replay on the measured table"
   expect 2 "--mode" "$MPIEXEC" -n 1 "$BIN/at_scale_mpi" step --profile "$W/wide.csv" --mode sometimes
+  # bench_allreduce --table-csv writes the same table from its own runs.
+  expect 0 "" "$MPIEXEC" --oversubscribe --bind-to none -n 2 "$BIN/bench_allreduce" \
+    --benchmark_filter='^allreduce/(blocking|iallreduce_wait)/(4KiB|1MiB)' --table-csv="$WORK/bt.csv"
+  rows_ok "$WORK/bt.csv" 4 && grep -q '^allreduce,2,1048576,.*,1$' "$WORK/bt.csv" \
+    && "$BIN/at_scale_replay" --profile "$W/wide.csv" --compute-ms 5 --table "$WORK/bt.csv" --out "$WORK/r4.csv" 2>/dev/null \
+    && rows_ok "$WORK/r4.csv" 3 && pass "bench_allreduce --table-csv: the replay reads it" || fail "bench_allreduce --table-csv"
 else
   SIM="$BIN/at_scale_sim" OUT="$WORK" LINK_LAT_US=0.25 BW_FACTOR=0.97 LAT_FACTOR=1
   source "$ROOT/bench/at_scale/lib.sh"
   mkdir -p "$WORK/platforms"
-  # The allreduce table at 4 and 16 simulated ranks: 2 ops x 5 sizes each, times grow with size.
+  # The allreduce table at 4 and 16 simulated ranks: 2 ops x 6 sizes each, times grow with size.
   for p in 4 16; do
     if smpi $p "$(platform $p 100 0.25)" allreduce --max-mib 4 --out "$WORK/t$p.csv" >"$WORK/t$p.log" 2>&1 \
-      && rows_ok "$WORK/t$p.csv" 10 \
+      && rows_ok "$WORK/t$p.csv" 12 \
       && python3 - "$WORK/t$p.csv" <<'PY'
 import csv, sys
 r = list(csv.DictReader(open(sys.argv[1])))
 for op in ("allreduce", "iallreduce"):
     t = [float(x["seconds"]) for x in r if x["op"] == op]
-    assert len(t) == 5 and all(a < b for a, b in zip(t, t[1:])), (op, t)
+    assert len(t) == 6 and all(a < b for a, b in zip(t, t[1:])), (op, t)
 assert all(x["reduction_charged"] == "0" for x in r)
 PY
     then pass "SMPI allreduce table at $p ranks"; else fail "SMPI table at $p: $(tail -3 "$WORK/t$p.log")"; fi
