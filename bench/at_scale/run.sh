@@ -13,7 +13,7 @@
 #             (blocking and Test mode) vs bench_allreduce's measured step/wide/b256/cap25MiB
 #   horovod   ResNet-50 and VGG-16 at HOROVOD_RANKS over 25 Gbit/s links (Horovod's network)
 #   plots     PDFs: step and exposed communication, efficiency and best cap vs nodes
-# Environment: RANKS ("2 4 8 ... 1024"), CHECK_RANKS ("16 64 256"), LINK_GBPS (100),
+# Environment: RANKS ("2 4 8 ... 1024"), CHECK_RANKS ("16 64 256 1024"), LINK_GBPS (100),
 # LINK_LAT_US (0.25 per link; 4 links across the spine), BW_FACTOR (0.97), LAT_FACTOR (1),
 # NODE_GFLOPS (560 = 16 cores x 50 GFLOP/s x 0.7), BATCH_WIDE (256), POLL_US (50),
 # REDUCE_GBPS (measured here by at_scale_measure unless set), HDDP_BUILD_DIR (build).
@@ -24,7 +24,7 @@ OUT="${1:-$BUILD/at-scale}"
 BIN="$BUILD/bench"
 PARTS="${PARTS:-tables replay check validate horovod plots}"
 RANKS="${RANKS:-2 4 8 16 32 64 128 256 512 1024}"
-CHECK_RANKS="${CHECK_RANKS:-16 64 256}"
+CHECK_RANKS="${CHECK_RANKS:-16 64 256 1024}"
 LINK_GBPS="${LINK_GBPS:-100}" LINK_LAT_US="${LINK_LAT_US:-0.25}"
 BW_FACTOR="${BW_FACTOR:-0.97}" LAT_FACTOR="${LAT_FACTOR:-1}"
 NODE_GFLOPS="${NODE_GFLOPS:-560}" BATCH_WIDE="${BATCH_WIDE:-256}" POLL_US="${POLL_US:-50}"

@@ -75,6 +75,16 @@ def validation(d):
     return "\n".join(out)
 
 
+def ms(v):
+    v = float(v)
+    return f"{v * 1e3:.2f} µs" if v < 1 else f"{v:.2f} ms" if v < 100 else f"{v:.1f} ms"
+
+
+def nbytes(b):
+    b = int(b)
+    return f"{b / 1048576:.2f} MiB" if b >= 1048576 else f"{b / 1024:.1f} KiB" if b >= 1024 else f"{b} B"
+
+
 def summary(o):
     out = []
     rep = rows(os.path.join(o, "replay.csv"))
@@ -91,16 +101,16 @@ def summary(o):
                 continue
             b, v, best = by[p]["blocking"], by[p]["overlapped"], by[p].get("overlapped_best")
             comp = float(b["forward_ms"]) + float(b["backward_ms"]) + float(b["other_ms"])
-            cap = f"{int(best['cap_bytes']) / 1048576:.2f} MiB: {float(best['step_ms']):.2f} ms ({100 * float(best['efficiency']):.0f} %)" if best else "-"
-            out.append(f"| {m} | {p} | {comp:.3f} ms | {float(b['step_ms']):.3f} ms ({100 * float(b['efficiency']):.0f} %) | "
-                       f"{float(v['step_ms']):.3f} ms ({100 * float(v['efficiency']):.0f} %) | {float(v['exposed_ms']):.3f} ms | {cap} |")
+            cap = f"{nbytes(best['cap_bytes'])}: {ms(best['step_ms'])} ({100 * float(best['efficiency']):.0f} %)" if best else "-"
+            out.append(f"| {m} | {p} | {ms(comp)} | {ms(b['step_ms'])} ({100 * float(b['efficiency']):.0f} %) | "
+                       f"{ms(v['step_ms'])} ({100 * float(v['efficiency']):.0f} %) | {ms(v['exposed_ms'])} | {cap} |")
     chk = os.path.join(o, "check.csv")
     if os.path.exists(chk):
         out.append("\nReplay vs the step simulated inside SMPI (overlapped, cap 25 MiB):\n")
         out.append("| model | nodes | replay | SMPI | replay / SMPI | exposed replay / SMPI | simulation wall |\n|---|---:|---:|---:|---:|---:|---:|")
         for r in rows(chk):
-            out.append(f"| {r['model']} | {r['ranks']} | {float(r['replay_step_ms']):.3f} ms | {float(r['smpi_step_ms']):.3f} ms | "
-                       f"{float(r['step_ratio']):.4f} | {float(r['replay_exposed_ms']):.3f} / {float(r['smpi_exposed_ms']):.3f} ms | {r['sim_seconds']} s |")
+            out.append(f"| {r['model']} | {r['ranks']} | {ms(r['replay_step_ms'])} | {ms(r['smpi_step_ms'])} | "
+                       f"{float(r['step_ratio']):.4f} | {ms(r['replay_exposed_ms'])} / {ms(r['smpi_exposed_ms'])} | {r['sim_seconds']} s |")
     hv = sorted(glob.glob(os.path.join(o, "horovod-*.csv")))
     if hv:
         out.append("\nHorovod's network (25 Gbit/s links), same node rate:\n")
