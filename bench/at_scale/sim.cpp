@@ -65,6 +65,8 @@ void* shared_alloc(size_t bytes) { return std::calloc(std::max<size_t>(bytes, 64
 void shared_free(void* p) { std::free(p); }
 #endif
 
+// Checked MPI calls of its own: this file is built by smpicxx from pure sources only (no
+// distributed/mpi_env.cpp, whose thread levels and MPI_T SMPI lacks).
 void check_mpi(int rc, const char* call) { HDDP_CHECK(rc == MPI_SUCCESS, call << " failed with MPI error " << rc); }
 #define MPI_OK(call) check_mpi((call), #call)
 
