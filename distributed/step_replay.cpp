@@ -107,13 +107,13 @@ ModelProfile parse_model_profile(const std::string& text, const std::string& pat
     layer.name = l.fields[0];
     HDDP_CSV_CHECK(!layer.name.empty(), path, l.number, "empty layer name");
     HDDP_CSV_CHECK(names.insert(layer.name).second, path, l.number, "layer '" << layer.name << "' appears twice");
+    HDDP_CSV_CHECK(!l.fields[1].empty(), path, l.number, "empty parameter count (0 for none)");
     std::istringstream ps(l.fields[1]);
     std::string p;
     while (std::getline(ps, p, '+')) {
       const int64_t n = count(trim(p), path, l.number, "parameter count");
       if (n > 0) layer.params.push_back(n);
     }
-    HDDP_CSV_CHECK(!l.fields[1].empty(), path, l.number, "empty parameter count (0 for none)");
     layer.forward = number(l.fields[2], path, l.number, "forward time");
     layer.backward = number(l.fields[3], path, l.number, "backward time");
     m.layers.push_back(std::move(layer));
@@ -269,6 +269,12 @@ std::vector<Round> rabenseifner_rounds(int64_t bytes, int ranks) {
   return r;
 }
 
+double rabenseifner_reduced(int64_t bytes, int ranks) {
+  double reduced = 0;
+  for (const Round& r : rabenseifner_rounds(bytes, ranks)) reduced += double(r.reduced);
+  return reduced;
+}
+
 namespace {
 
 void check_replay(const ModelProfile& m, const ReplayOptions& o) {
@@ -297,9 +303,7 @@ double backward_time(const ModelProfile& m) {
 // op averages).
 double reduction_seconds(int64_t bytes, int p, double bw) {
   if (p == 1) return 0;
-  double reduced = 0;
-  for (const Round& r : rabenseifner_rounds(bytes, p)) reduced += double(r.reduced);
-  return (reduced + (p > 2 ? double(bytes) : 0.0)) / bw;
+  return (rabenseifner_reduced(bytes, p) + (p > 2 ? double(bytes) : 0.0)) / bw;
 }
 
 // The backward profile the hook would report with unstretched compute: after layer i (in

@@ -115,6 +115,9 @@ struct Round {
   int64_t bytes = 0, reduced = 0;
 };
 std::vector<Round> rabenseifner_rounds(int64_t bytes, int ranks);
+// Bytes one rank reduces in the whole schedule: the sum of the rounds' `reduced`,
+// bytes (P - 1) / P for a power of two.
+double rabenseifner_reduced(int64_t bytes, int ranks);
 
 struct StepTimeline {
   double forward = 0, backward = 0, other = 0;  // compute, seconds

@@ -170,7 +170,7 @@ PY
         ms=$(echo "${HOROVOD_COMPUTE_MS:-resnet50:292 vgg16:460}" | tr ' ' '\n' | sed -n "s/^$m://p")
         "$BIN/at_scale_replay" --profile "$OUT/profiles/$m.csv" --compute-ms "$ms" \
           --table "$OUT/tables/horovod25.csv" --poll-us "$POLL_US" --reduce-gbps "$(reduce_gbps)" --no-best-cap \
-          --out "$OUT/horovod-$m.csv" 2>&1 | tail -n +1 >&2
+          --out "$OUT/horovod-$m.csv"
       done ;;
     plots) bash "$ROOT/bench/at_scale/plots.sh" "$OUT" ;;
     *) die "unknown part '$part' (tables replay check validate horovod plots)" ;;

@@ -49,6 +49,8 @@ TEST(StepReplay, RabenseifnerRounds) {
   }
   EXPECT_TRUE(rabenseifner_rounds(800, 1).empty());
   EXPECT_EQ(rabenseifner_rounds(800, 3).size(), 4u);  // 2 ceil(log2 3)
+  EXPECT_DOUBLE_EQ(rabenseifner_reduced(800, 8), 700.0);  // bytes (P - 1) / P
+  EXPECT_DOUBLE_EQ(rabenseifner_reduced(800, 1), 0.0);
 }
 
 TEST(StepReplay, OneRankIsCompute) {
@@ -151,20 +153,24 @@ TEST(AllreduceTable, Interpolates) {
   }
 }
 
-// The message of parsing `text`, which must fail.
-template <class F>
-std::string error_of(F parse) {
-  try {
-    parse();
-  } catch (const Error& e) {
-    return e.what();
+// Every case's text, parsed by `parse` under the name `path`, fails with a message holding
+// the expected part.
+template <class Parse>
+void expect_errors(const std::vector<std::pair<std::string, std::string>>& cases, Parse parse) {
+  for (const auto& [text, want] : cases) {
+    std::string got = "(no error)";
+    try {
+      parse(text);
+    } catch (const Error& e) {
+      got = e.what();
+    }
+    EXPECT_NE(got.find(want), std::string::npos) << "input:\n" << text << "\nmessage: " << got;
   }
-  return "(no error)";
 }
 
 TEST(AllreduceTable, BadFilesNameTheLine) {
   const std::string h = "op,ranks,bytes,seconds,reduction_charged\n";
-  const std::pair<std::string, std::string> cases[] = {
+  expect_errors({
       {"", "empty table"},
       {"ops,ranks\n", "t.csv:1: header 'ops,ranks'"},
       {h + "allreduce,2,8,1e-6\n", "t.csv:2: expected 5 fields, found 4"},
@@ -176,11 +182,7 @@ TEST(AllreduceTable, BadFilesNameTheLine) {
       {h + "allreduce,2,8,1e-6,yes\n", "t.csv:2: reduction_charged 'yes'"},
       {h + "allreduce,2,8,1e-6,0\nallreduce,2,8,2e-6,0\n", "t.csv:3: allreduce at 2 ranks, 8 bytes appears twice"},
       {h, "no rows"},
-  };
-  for (const auto& [text, want] : cases) {
-    const std::string got = error_of([&] { parse_allreduce_table(text, "t.csv"); });
-    EXPECT_NE(got.find(want), std::string::npos) << "input:\n" << text << "\nmessage: " << got;
-  }
+  }, [](const std::string& text) { parse_allreduce_table(text, "t.csv"); });
 }
 
 TEST(ModelProfile, ParsesConvertsAndRoundTrips) {
@@ -205,7 +207,7 @@ TEST(ModelProfile, ParsesConvertsAndRoundTrips) {
 
 TEST(ModelProfile, BadFilesNameTheLine) {
   const std::string h = "layer,params,forward_s,backward_s\n";
-  const std::pair<std::string, std::string> cases[] = {
+  expect_errors({
       {"", "empty profile"},
       {"layer,params\n", "p.csv:1: header 'layer,params'"},
       {h + "fc,10,1e-3\n", "p.csv:2: expected 4 fields, found 3"},
@@ -216,11 +218,7 @@ TEST(ModelProfile, BadFilesNameTheLine) {
       {h + "fc,10,-1,1e-3\n", "p.csv:2: forward time '-1'"},
       {h + "fc,10,1e-3,inf\n", "p.csv:2: backward time 'inf'"},
       {h + "relu,0,1e-3,1e-3\n", "no parameters"},
-  };
-  for (const auto& [text, want] : cases) {
-    const std::string got = error_of([&] { parse_model_profile(text, "p.csv"); });
-    EXPECT_NE(got.find(want), std::string::npos) << "input:\n" << text << "\nmessage: " << got;
-  }
+  }, [](const std::string& text) { parse_model_profile(text, "p.csv"); });
 }
 
 }  // namespace
