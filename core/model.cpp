@@ -80,6 +80,12 @@ void Sequential<T>::reserve(int64_t max_batch) {
   act_off_.assign(widths_.size(), 0);
   int64_t off = 0;
   for (size_t i = 0; i < widths_.size(); ++i) {
+    // An activation works in place: its output overwrites its input, which no backward reads
+    // (tanh and ReLU differentiate from their output, the Linear before from its own input).
+    if (i > 0 && layers_[i - 1].spec.kind != LayerKind::Linear) {
+      act_off_[i] = act_off_[i - 1];
+      continue;
+    }
     act_off_[i] = off;
     off += max_batch * widths_[i];
   }
@@ -166,7 +172,10 @@ void Sequential<T>::run_backward(const T* dY) {
   int64_t ready = arena_.size();
   for (size_t i = layers_.size(); i-- > 0;) {
     const Layer& L = layers_[i];
-    T* dx = d == g[0] ? g[1] : g[0];  // alternate; activations may also work in place
+    // Linear layers alternate between the two buffers; an activation works in place on ours
+    // (not on a caller's dY).
+    const bool ours = d == g[0] || d == g[1];
+    T* dx = L.spec.kind != LayerKind::Linear && ours ? const_cast<T*>(d) : d == g[0] ? g[1] : g[0];
     switch (L.spec.kind) {
       case LayerKind::Linear:
         // Layer 0's input gradient is never needed.

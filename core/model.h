@@ -123,8 +123,9 @@ class Sequential {
   std::vector<int64_t> widths_;   // widths_[i]: width of the input of layer i; back(): output
   ParamArena<T> arena_;
   int64_t max_batch_ = 0, batch_ = 0;
-  // work_: activations act[0..L] (act[0] = copy of the input), then two gradient buffers of
-  // max_batch x max width used alternately in backward.
+  // work_: activations act[0..L] (act[0] = copy of the input; an activation layer's output
+  // shares its input's buffer), then two gradient buffers of max_batch x max width used
+  // alternately by Linear layers in backward (activations work in place).
   std::vector<T> work_;
   std::vector<int64_t> act_off_;
   int64_t grad_off_[2] = {0, 0};

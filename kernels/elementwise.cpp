@@ -3,11 +3,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
+#include <string>
 #include <vector>
+
+#include "kernels/cpu_isa.h"
+#include "kernels/elementwise_isa.h"
 
 namespace hddp {
 namespace {
@@ -30,82 +33,81 @@ inline void for_range(int64_t n, int64_t work, const F& body) {
   }
 }
 
+template <class T>
+const detail::EltLoops<T>& L() {
+  static const detail::EltKernels& k = detail::cpu_elementwise();
+  return detail::loops<T>(k);
+}
+
 }  // namespace
+
+namespace detail {
+
+const EltKernels* elementwise_by_name(const std::string& name) {
+  if (!isa_unsupported_reason(name, "HDDP_ELEMENTWISE_KERNEL").empty()) return nullptr;
+  if (name == "avx512") return &avx512_elementwise();
+  if (name == "avx2") return &avx2_elementwise();
+  return &portable_elementwise();
+}
+
+const EltKernels& cpu_elementwise() {
+  static const EltKernels& k = *elementwise_by_name(isa_choice("HDDP_ELEMENTWISE_KERNEL"));
+  return k;
+}
+
+}  // namespace detail
+
+const char* elementwise_kernel_name() { return detail::cpu_elementwise().name; }
 
 template <class T>
 void add_bias_rows(int64_t M, int64_t N, const T* b, T* Y, int64_t ldy) {
-  for_range(M, M * N, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      T* y = Y + i * ldy;
-      for (int64_t j = 0; j < N; ++j) y[j] += b[j];
-    }
-  });
+  for_range(M, M * N, [&](int64_t lo, int64_t hi) { L<T>().add_bias_rows(hi - lo, N, b, Y + lo * ldy, ldy); });
 }
 
 template <class T>
 void col_sums(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumulate) {
-  // Rows in order for each column: the same sums for any thread count (threads split columns).
-  constexpr int64_t JB = 64;
-  const int64_t nb = (N + JB - 1) / JB;
-  for_range(nb, M * N, [&](int64_t lo, int64_t hi) {
+  // Threads split the columns in blocks; rows are added in order: the same sums for any thread count.
+  constexpr int64_t JB = detail::kColBlock;
+  for_range((N + JB - 1) / JB, M * N, [&](int64_t lo, int64_t hi) {
     for (int64_t jb = lo; jb < hi; ++jb) {
-      const int64_t j0 = jb * JB, jn = std::min(JB, N - j0);
-      T acc[JB];
-      for (int64_t j = 0; j < jn; ++j) acc[j] = accumulate ? out[j0 + j] : T(0);
-      for (int64_t i = 0; i < M; ++i) {
-        const T* x = X + i * ldx + j0;
-        for (int64_t j = 0; j < jn; ++j) acc[j] += x[j];
-      }
-      for (int64_t j = 0; j < jn; ++j) out[j0 + j] = acc[j];
+      const int64_t j0 = jb * JB;
+      L<T>().col_sums(M, std::min(JB, N - j0), X + j0, ldx, out + j0, accumulate);
     }
   });
 }
 
 template <class T>
 void tanh_forward(int64_t n, const T* x, T* y) {
-  for_range(n, n * 16, [&](int64_t lo, int64_t hi) {  // tanh costs ~16 simple operations
-    for (int64_t i = lo; i < hi; ++i) y[i] = std::tanh(x[i]);
-  });
+  for_range(n, n * 4, [&](int64_t lo, int64_t hi) { L<T>().tanh_forward(hi - lo, x + lo, y + lo); });
 }
 
 template <class T>
 void tanh_backward(int64_t n, const T* y, const T* dy, T* dx) {
-  for_range(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
-  });
+  for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().tanh_backward(hi - lo, y + lo, dy + lo, dx + lo); });
 }
 
 template <class T>
 void relu_forward(int64_t n, const T* x, T* y) {
-  for_range(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
-  });
+  for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().relu_forward(hi - lo, x + lo, y + lo); });
 }
 
 template <class T>
 void relu_backward(int64_t n, const T* y, const T* dy, T* dx) {
-  for_range(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
-  });
+  for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().relu_backward(hi - lo, y + lo, dy + lo, dx + lo); });
 }
 
 template <class T>
 double sum_sq_diff(int64_t n, const T* a, const T* b) {
-  auto part = [a, b](int64_t lo, int64_t hi) {
-    double s = 0;
-    for (int64_t i = lo; i < hi; ++i) {
-      const double d = double(a[i]) - double(b[i]);
-      s += d * d;
-    }
-    return s;
-  };
-  if (n < kParallelMin) return part(0, n);
+  if (n < kParallelMin) return L<T>().sum_sq_diff(n, a, b);
   // Fixed chunks whatever the thread count; partial sums added in chunk order.
   constexpr int64_t kChunk = 8192;
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(nchunks);
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < nchunks; ++c) partial[c] = part(c * kChunk, std::min(n, (c + 1) * kChunk));
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+    partial[c] = L<T>().sum_sq_diff(hi - lo, a + lo, b + lo);
+  }
   double s = 0;
   for (double p : partial) s += p;
   return s;
@@ -113,37 +115,26 @@ double sum_sq_diff(int64_t n, const T* a, const T* b) {
 
 template <class T>
 void scaled_diff(int64_t n, T s, const T* a, const T* b, T* out) {
-  for_range(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) out[i] = s * (a[i] - b[i]);
-  });
+  for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().scaled_diff(hi - lo, s, a + lo, b + lo, out + lo); });
 }
 
 template <class T>
 void axpy(int64_t n, T a, const T* x, T* y) {
-  for_range(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) y[i] += a * x[i];
-  });
+  for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().axpy(hi - lo, a, x + lo, y + lo); });
 }
 
 template <class T>
 bool all_finite(int64_t n, const T* x) {
-  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  constexpr U kMagnitude = ~U(0) >> 1;                                    // all but the sign
-  constexpr U kExponent = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
-  U m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    U b;
-    std::memcpy(&b, x + i, sizeof b);
-    m = std::max(m, U(b & kMagnitude));
-  }
-  return m < kExponent;
+  std::atomic<bool> ok{true};  // any order of the slices gives the same answer
+  for_range(n, n, [&](int64_t lo, int64_t hi) {
+    if (!L<T>().all_finite(hi - lo, x + lo)) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load();
 }
 
 template <class T>
 void scale(int64_t n, T a, T* x) {
-  for_range(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) x[i] *= a;
-  });
+  for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().scale(hi - lo, a, x + lo); });
 }
 
 template <class T>
@@ -151,34 +142,18 @@ void adam_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, c
   // Scalars in double, as PyTorch computes them in Python before the tensor ops.
   const double bc1 = 1.0 - std::pow(h.beta1, double(step));
   const double bc2 = 1.0 - std::pow(h.beta2, double(step));
-  const T step_size = T(h.lr / bc1), bc2_sqrt = T(std::sqrt(bc2));
-  const T b1 = T(h.beta1), b2 = T(h.beta2), eps = T(h.eps), wd = T(h.weight_decay);
-  const T one_b1 = T(1.0 - h.beta1), one_b2 = T(1.0 - h.beta2);
-  for_range(n, n * 8, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const T g = wd != T(0) ? grad[i] + wd * param[i] : grad[i];
-      m[i] = m[i] * b1 + one_b1 * g;
-      v[i] = v[i] * b2 + one_b2 * g * g;
-      const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-      param[i] -= step_size * (m[i] / denom);
-    }
+  const detail::AdamScalars<T> s{T(h.beta1),          T(h.beta2),   T(1.0 - h.beta1),   T(1.0 - h.beta2),
+                                 T(h.eps),            T(h.weight_decay), T(h.lr / bc1), T(std::sqrt(bc2))};
+  for_range(n, n * 4, [&](int64_t lo, int64_t hi) {
+    L<T>().adam(hi - lo, param + lo, grad + lo, m + lo, v + lo, s);
   });
 }
 
 template <class T>
 void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const SgdHyper& h) {
-  const T lr = T(h.lr), mom = T(h.momentum), wd = T(h.weight_decay);
-  const bool first = step <= 1;
-  const bool nesterov = h.nesterov;
+  const detail::SgdScalars<T> s{T(h.lr), T(h.momentum), T(h.weight_decay), step <= 1, h.nesterov};
   for_range(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      T g = wd != T(0) ? grad[i] + wd * param[i] : grad[i];
-      if (mom != T(0)) {
-        buf[i] = first ? g : mom * buf[i] + g;
-        g = nesterov ? g + mom * buf[i] : buf[i];
-      }
-      param[i] -= lr * g;
-    }
+    L<T>().sgd(hi - lo, param + lo, grad + lo, buf ? buf + lo : nullptr, s);
   });
 }
 

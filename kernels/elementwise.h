@@ -1,7 +1,9 @@
 #pragma once
-// Element-wise kernels of the layers and optimizers, over plain buffers. Loops are written
-// for the auto-vectoriser; OpenMP splits them only above kParallelMin elements (below that a
-// parallel region costs more than it saves). Every result is independent of the thread count.
+// Element-wise kernels of the layers and optimizers, over plain buffers. Each runs the loop of
+// the kernel set chosen for this CPU (elementwise_isa.h: AVX-512, AVX2 or portable, like the
+// GEMM micro-kernels; HDDP_ELEMENTWISE_KERNEL forces one). OpenMP splits them only above
+// kParallelMin units of work (below that a parallel region costs more than it saves). Every
+// result is independent of the thread count, and of the kernel set except tanh's last bit.
 #include <cstdint>
 
 namespace hddp {
@@ -16,7 +18,11 @@ void add_bias_rows(int64_t M, int64_t N, const T* b, T* Y, int64_t ldy);
 template <class T>
 void col_sums(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumulate);
 
-// y = tanh(x); x and y may alias.
+// The element-wise kernel set in use: "avx512", "avx2" or "portable".
+const char* elementwise_kernel_name();
+
+// y = tanh(x); x and y may alias. SLEEF's vector tanh: at most 1.0 ulp from the exact value
+// (tests/kernels/test_tanh_accuracy.cpp sweeps every float), NaN gives NaN.
 template <class T>
 void tanh_forward(int64_t n, const T* x, T* y);
 

@@ -1,66 +1,13 @@
-// Which micro-kernel set gemm_blocked runs: the CPU's features (CPUID + XGETBV) and the
-// HDDP_GEMM_KERNEL override. Compiled for baseline x86-64: no instruction of a kernel set runs
-// before its features were checked here.
-#include <cstdlib>
+// Which micro-kernel set gemm_blocked runs: cpu_isa.h's rule with HDDP_GEMM_KERNEL.
 #include <string>
 
-#include "kernels/check.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/gemm_ukernel.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 namespace hddp::detail {
-namespace {
-
-struct Features {
-  bool avx2_fma = false, avx512 = false;
-};
-
-#if defined(__x86_64__) || defined(__i386__)
-// XCR0: which register state the OS saves on a context switch.
-uint64_t xgetbv0() {
-  uint32_t lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (uint64_t(hi) << 32) | lo;
-}
-
-Features detect() {
-  Features f;
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  const bool fma = c & bit_FMA, osxsave = c & bit_OSXSAVE, avx = c & bit_AVX;
-  if (!osxsave || !avx) return f;
-  const uint64_t xcr0 = xgetbv0();
-  const bool ymm_state = (xcr0 & 0x6) == 0x6;           // SSE + AVX state
-  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;         // + opmask, ZMM_Hi256, Hi16_ZMM
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-  f.avx2_fma = ymm_state && fma && (b & bit_AVX2);
-  f.avx512 = f.avx2_fma && zmm_state && (b & bit_AVX512F);
-  return f;
-}
-#else
-Features detect() { return {}; }
-#endif
-
-const Features& features() {
-  static const Features f = detect();
-  return f;
-}
-
-}  // namespace
-
-bool cpu_has_avx2_fma() { return features().avx2_fma; }
-bool cpu_has_avx512() { return features().avx512; }
 
 std::string kernel_unsupported_reason(const std::string& name) {
-  if (name == "portable") return "";
-  if (name == "avx2") return cpu_has_avx2_fma() ? "" : "this CPU (or OS) lacks AVX2+FMA";
-  if (name == "avx512")
-    return cpu_has_avx512() ? "" : "this CPU (or OS) lacks AVX-512F with ZMM state enabled";
-  HDDP_CHECK_ARG(false, "unknown GEMM micro-kernel '" << name
-                        << "' (HDDP_GEMM_KERNEL): expected avx512, avx2 or portable");
+  return isa_unsupported_reason(name, "HDDP_GEMM_KERNEL");
 }
 
 const Kernels* kernels_by_name(const std::string& name) {
@@ -71,17 +18,7 @@ const Kernels* kernels_by_name(const std::string& name) {
 }
 
 const Kernels& cpu_kernels() {
-  static const Kernels& k = []() -> const Kernels& {
-    if (const char* force = std::getenv("HDDP_GEMM_KERNEL"); force && *force) {
-      const std::string why = kernel_unsupported_reason(force);
-      HDDP_CHECK_ARG(why.empty(), "HDDP_GEMM_KERNEL=" << force << ": " << why
-                                  << "; unset it to use the best kernel this CPU has");
-      return *kernels_by_name(force);
-    }
-    if (cpu_has_avx512()) return avx512_kernels();
-    if (cpu_has_avx2_fma()) return avx2_kernels();
-    return portable_kernels();
-  }();
+  static const Kernels& k = *kernels_by_name(isa_choice("HDDP_GEMM_KERNEL"));
   return k;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu_isa.h"  // cpu_has_avx2_fma, cpu_has_avx512
 #include "kernels/gemm.h"
 #include "kernels/gemm_blocking.h"
 
@@ -62,9 +63,6 @@ PackRows<T> avx2_pack_a_rows(int64_t w);
 template <class T>
 PackRows<T> avx2_pack_b_rows(int64_t w);
 
-// What the CPU and the OS support (CPUID, and XGETBV for the OS saving the registers).
-bool cpu_has_avx2_fma();
-bool cpu_has_avx512();  // AVX-512F with ZMM state enabled, and AVX2+FMA
 
 // The set gemm_blocked runs, chosen on first use: HDDP_GEMM_KERNEL=avx512|avx2|portable forces
 // one (an unknown name, or one this CPU cannot execute, throws std::invalid_argument);

@@ -1,14 +1,22 @@
-// Element-wise kernels against plain scalar loops, small and above the OpenMP threshold,
-// and identical for 1 and 2 threads.
+// Element-wise kernels against plain scalar loops, small and above the OpenMP threshold, and
+// identical for 1 and 2 threads. Run once per kernel set (HDDP_ELEMENTWISE_KERNEL, as ctest
+// registers it); a set this CPU cannot execute exits 77 ("Not Run"). tanh's accuracy over every
+// float is test_tanh_accuracy.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/elementwise.h"
+#include "kernels/elementwise_isa.h"
 
 using namespace hddp;
 
@@ -62,7 +70,10 @@ TYPED_TEST(Elementwise, TanhAxpyScale) {
     scale(n, T(-3), w.data());
     auto w0 = randv<T>(n, n + 3), z0 = randv<T>(n, n + 3);
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(y[i], std::tanh(x[i]));
+      // SLEEF's _u10 bound: within 1 ulp of the exact value (here: of tanh in long double).
+      const long double ref = std::tanh((long double)x[i]);
+      const T ulp = std::nextafter(T(std::fabs(ref)), std::numeric_limits<T>::infinity()) - T(std::fabs(ref));
+      ASSERT_LE(std::fabs((long double)y[i] - ref), (long double)ulp) << "x = " << x[i];
       ASSERT_EQ(dx[i], T(dy[i] * (T(1) - y[i] * y[i])));
       ASSERT_EQ(z[i], T(z0[i] + T(0.25) * x[i]));
       ASSERT_EQ(w[i], T(w0[i] * T(-3)));
@@ -174,6 +185,70 @@ TYPED_TEST(Elementwise, AllFiniteFindsEveryKindOfBadValueAnywhere) {
   }
 }
 
+// The special values: NaN in gives NaN out, tanh(+-inf) = +-1, the sign of zero kept, large
+// arguments saturate, tiny ones return themselves; in place (y aliases x) too.
+TYPED_TEST(Elementwise, TanhSpecialValues) {
+  using T = TypeParam;
+  using Lim = std::numeric_limits<T>;
+  const std::vector<T> x = {Lim::quiet_NaN(), -Lim::quiet_NaN(), Lim::signaling_NaN(), Lim::infinity(),
+                            -Lim::infinity(), T(0), -T(0), T(100), T(-100), Lim::max(), Lim::lowest(),
+                            Lim::denorm_min(), -Lim::denorm_min(), Lim::min(), T(1e-30)};
+  for (int64_t n = 1; n <= int64_t(x.size()); ++n) {  // every tail length of the vector loop
+    std::vector<T> y(x.begin(), x.begin() + n);
+    tanh_forward(n, y.data(), y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << "tanh(NaN) at " << i << " of " << n;
+      } else if (std::fabs(x[i]) >= T(100)) {
+        EXPECT_EQ(y[i], std::copysign(T(1), x[i])) << x[i];
+      } else if (std::fabs(x[i]) <= T(1e-30)) {
+        EXPECT_EQ(y[i], x[i]) << x[i];
+        EXPECT_EQ(std::signbit(y[i]), std::signbit(x[i])) << x[i];
+      }
+    }
+  }
+}
+
+// Every kernel set this CPU runs gives the bits of the portable set for every loop but tanh
+// (no FMA contraction; sums in a fixed lane order), at sizes around each vector width.
+TYPED_TEST(Elementwise, EverySetGivesThePortableBits) {
+  using T = TypeParam;
+  const detail::EltLoops<T>& ref = detail::loops<T>(detail::portable_elementwise());
+  for (const char* name : {"avx2", "avx512"}) {
+    const detail::EltKernels* k = detail::elementwise_by_name(name);
+    if (!k) continue;  // this CPU cannot run it: nothing to compare
+    const detail::EltLoops<T>& got = detail::loops<T>(*k);
+    for (int64_t n : {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 1001}) {
+      const auto a = randv<T>(n, 100 + n), b = randv<T>(n, 200 + n), g = randv<T>(n, 300 + n);
+      auto v = randv<T>(n, 400 + n);
+      for (auto& e : v) e = std::fabs(e);
+      const auto bits = [&](const std::vector<T>& u, const std::vector<T>& w) {
+        return u.size() == w.size() && std::memcmp(u.data(), w.data(), sizeof(T) * u.size()) == 0;
+      };
+      auto r1 = a, r2 = a;
+      ref.tanh_backward(n, a.data(), b.data(), r1.data()), got.tanh_backward(n, a.data(), b.data(), r2.data());
+      EXPECT_TRUE(bits(r1, r2)) << name << " tanh_backward n " << n;
+      ref.relu_backward(n, a.data(), b.data(), r1.data()), got.relu_backward(n, a.data(), b.data(), r2.data());
+      EXPECT_TRUE(bits(r1, r2)) << name << " relu_backward n " << n;
+      ref.scaled_diff(n, T(0.3), a.data(), b.data(), r1.data()), got.scaled_diff(n, T(0.3), a.data(), b.data(), r2.data());
+      EXPECT_TRUE(bits(r1, r2)) << name << " scaled_diff n " << n;
+      EXPECT_EQ(ref.sum_sq_diff(n, a.data(), b.data()), got.sum_sq_diff(n, a.data(), b.data())) << name << " n " << n;
+      const detail::AdamScalars<T> as{T(0.9), T(0.999), T(0.1), T(0.001), T(1e-8), T(0.01), T(0.003), T(0.05)};
+      auto p1 = a, p2 = a, m1 = b, m2 = b, v1 = v, v2 = v;
+      ref.adam(n, p1.data(), g.data(), m1.data(), v1.data(), as), got.adam(n, p2.data(), g.data(), m2.data(), v2.data(), as);
+      EXPECT_TRUE(bits(p1, p2) && bits(m1, m2) && bits(v1, v2)) << name << " adam n " << n;
+      const detail::SgdScalars<T> ss{T(0.1), T(0.9), T(0.001), false, true};
+      p1 = a, p2 = a, m1 = b, m2 = b;
+      ref.sgd(n, p1.data(), g.data(), m1.data(), ss), got.sgd(n, p2.data(), g.data(), m2.data(), ss);
+      EXPECT_TRUE(bits(p1, p2) && bits(m1, m2)) << name << " sgd n " << n;
+      const int64_t cols = std::min<int64_t>(n, detail::kColBlock), rows = cols ? n / cols : 0;
+      std::vector<T> c1(size_t(cols) + 1), c2(size_t(cols) + 1);
+      ref.col_sums(rows, cols, a.data(), cols, c1.data(), false), got.col_sums(rows, cols, a.data(), cols, c2.data(), false);
+      EXPECT_TRUE(bits(c1, c2)) << name << " col_sums n " << n;
+    }
+  }
+}
+
 TEST(ElementwiseThreads, IdenticalForOneAndTwoThreads) {
   const int saved = omp_get_max_threads();
   const int64_t M = 600, N = 300;
@@ -195,3 +270,29 @@ TEST(ElementwiseThreads, IdenticalForOneAndTwoThreads) {
 }
 
 }  // namespace
+
+// The kernel set under test is the one asked for: a silent fallback would test another set.
+TEST(ElementwiseKernel, RunsTheRequestedSet) {
+  const char* want = std::getenv("HDDP_ELEMENTWISE_KERNEL");
+  if (want && *want) {
+    EXPECT_STREQ(elementwise_kernel_name(), want);
+  }
+  EXPECT_EQ(detail::elementwise_by_name("avx512") != nullptr, detail::cpu_has_avx512());
+  EXPECT_EQ(detail::elementwise_by_name("avx2") != nullptr, detail::cpu_has_avx2_fma());
+  EXPECT_NE(detail::elementwise_by_name("portable"), nullptr);
+  EXPECT_THROW(detail::elementwise_by_name("AVX2"), std::invalid_argument);
+}
+
+int main(int argc, char** argv) {
+  const char* want = std::getenv("HDDP_ELEMENTWISE_KERNEL");
+  if (want && *want) {
+    const std::string why = detail::isa_unsupported_reason(want, "HDDP_ELEMENTWISE_KERNEL");  // throws if unknown
+    if (!why.empty()) {
+      std::printf("element-wise kernel set %s: NOT RUN, %s\n", want, why.c_str());
+      return 77;
+    }
+  }
+  std::printf("element-wise kernel set under test: %s\n", elementwise_kernel_name());
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

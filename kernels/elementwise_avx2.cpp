@@ -1,0 +1,24 @@
+// Element-wise loops for AVX2 + FMA (built with -mavx2 -mfma): SLEEF's AVX2 tanh (8 floats, 4 doubles).
+#include <immintrin.h>
+#include <sleef.h>
+
+#include <cstdint>
+
+namespace hddp::detail {
+namespace {
+struct VecTanh {
+  static constexpr int64_t kF = 8, kD = 4;
+  static void f(const float* x, float* y) { _mm256_storeu_ps(y, Sleef_tanhf8_u10avx2(_mm256_loadu_ps(x))); }
+  static void d(const double* x, double* y) { _mm256_storeu_pd(y, Sleef_tanhd4_u10avx2(_mm256_loadu_pd(x))); }
+};
+}  // namespace
+}  // namespace hddp::detail
+
+#include "kernels/elementwise_loops.h"
+
+namespace hddp::detail {
+const EltKernels& avx2_elementwise() {
+  static const EltKernels k = make_elt_kernels("avx2");
+  return k;
+}
+}  // namespace hddp::detail

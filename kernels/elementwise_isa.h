@@ -1,0 +1,75 @@
+#pragma once
+// The instruction-set-specific loops of the element-wise kernels, chosen once at run time like
+// the GEMM micro-kernels (gemm_ukernel.h). elementwise.cpp splits the work among threads and
+// computes the scalars; each loop here covers one thread's slice. The arithmetic is written once,
+// in elementwise_loops.h, and compiled once per instruction set, each file the only one built with
+// its flags:
+//   elementwise_portable.cpp  baseline x86-64 (SSE2)
+//   elementwise_avx2.cpp      AVX2 + FMA
+//   elementwise_avx512.cpp    AVX-512F/DQ
+// Every loop but tanh gives the same bits in every set: no FMA contraction
+// (-ffp-contract=off), sums in a fixed order whatever the vector width. tanh is SLEEF's
+// vector tanh of 1.0-ulp maximum error (the _u10 functions) at the set's width.
+#include <cstdint>
+#include <string>
+
+namespace hddp::detail {
+
+// Adam's per-step scalars (elementwise.h gives the formula), in T.
+template <class T>
+struct AdamScalars {
+  T b1, b2, one_b1, one_b2, eps, wd, step_size, bc2_sqrt;
+};
+
+// SGD's scalars; first: the first step (buf = g).
+template <class T>
+struct SgdScalars {
+  T lr, momentum, wd;
+  bool first, nesterov;
+};
+
+template <class T>
+struct EltLoops {
+  void (*tanh_forward)(int64_t n, const T* x, T* y);
+  void (*tanh_backward)(int64_t n, const T* y, const T* dy, T* dx);
+  void (*relu_forward)(int64_t n, const T* x, T* y);
+  void (*relu_backward)(int64_t n, const T* y, const T* dy, T* dx);
+  void (*add_bias_rows)(int64_t M, int64_t N, const T* b, T* Y, int64_t ldy);
+  // out(N) (+)= column sums of X(M x N), rows added in order; N <= kColBlock.
+  void (*col_sums)(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumulate);
+  // Sum of (a - b)^2 in double: eight running sums (lane i % 8), added pairwise at the end.
+  double (*sum_sq_diff)(int64_t n, const T* a, const T* b);
+  void (*scaled_diff)(int64_t n, T s, const T* a, const T* b, T* out);
+  void (*axpy)(int64_t n, T a, const T* x, T* y);
+  void (*scale)(int64_t n, T a, T* x);
+  bool (*all_finite)(int64_t n, const T* x);
+  void (*adam)(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s);
+  void (*sgd)(int64_t n, T* param, const T* grad, T* buf, const SgdScalars<T>& s);
+};
+
+inline constexpr int64_t kColBlock = 64;  // columns per col_sums call (an accumulator row on the stack)
+
+struct EltKernels {
+  const char* name;
+  EltLoops<float> s;
+  EltLoops<double> d;
+};
+
+const EltKernels& portable_elementwise();
+const EltKernels& avx2_elementwise();    // call only where cpu_has_avx2_fma()
+const EltKernels& avx512_elementwise();  // call only where cpu_has_avx512()
+
+// The set the element-wise kernels run, chosen on first use: HDDP_ELEMENTWISE_KERNEL=
+// avx512|avx2|portable forces one (an unknown name, or one this CPU cannot execute, throws
+// std::invalid_argument); unset, the widest the CPU supports.
+const EltKernels& cpu_elementwise();
+// The set of that name if this CPU can execute it, else nullptr; throws on an unknown name.
+const EltKernels* elementwise_by_name(const std::string& name);
+
+template <class T>
+const EltLoops<T>& loops(const EltKernels& k) {
+  if constexpr (sizeof(T) == 4) return k.s;
+  else return k.d;
+}
+
+}  // namespace hddp::detail

@@ -1,0 +1,193 @@
+// The element-wise loops, written once and compiled once per instruction set: included only by
+// elementwise_{portable,avx2,avx512}.cpp, each built with its own flags (kernels/CMakeLists.txt).
+// Everything here has internal linkage, so the three copies never meet at link time (one
+// compiled for AVX-512 must not stand in for the others).
+//
+// The including file defines, before including this one, in hddp::detail's anonymous namespace:
+//   struct VecTanh {
+//     static constexpr int64_t kF, kD;                  // floats, doubles per vector
+//     static void f(const float* x, float* y);          // y[0, kF) = tanh(x[0, kF))
+//     static void d(const double* x, double* y);        // y[0, kD) = tanh(x[0, kD))
+//   };
+// and then calls make_elt_kernels(name).
+//
+// Plain loops for the vectoriser: `#pragma omp simd` where a loop carries no dependence, the
+// sums in a fixed lane order so that every set adds in the same order (same bits).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/elementwise_isa.h"
+
+namespace hddp::detail {
+namespace {
+
+template <class T>
+void tanh_forward_loop(int64_t n, const T* x, T* y) {
+  constexpr int64_t W = sizeof(T) == 4 ? VecTanh::kF : VecTanh::kD;
+  const auto vec = [](const T* in, T* out) {
+    if constexpr (sizeof(T) == 4) VecTanh::f(in, out);
+    else VecTanh::d(in, out);
+  };
+  int64_t i = 0;
+  for (; i + W <= n; i += W) vec(x + i, y + i);
+  if (i == n) return;
+  // The tail through one padded vector (x and y may alias: read all before writing).
+  T in[W] = {}, out[W];
+  std::memcpy(in, x + i, sizeof(T) * size_t(n - i));
+  vec(in, out);
+  std::memcpy(y + i, out, sizeof(T) * size_t(n - i));
+}
+
+template <class T>
+void tanh_backward_loop(int64_t n, const T* y, const T* dy, T* dx) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
+}
+
+template <class T>
+void relu_forward_loop(int64_t n, const T* x, T* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+}
+
+template <class T>
+void relu_backward_loop(int64_t n, const T* y, const T* dy, T* dx) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+}
+
+template <class T>
+void add_bias_rows_loop(int64_t M, int64_t N, const T* b, T* Y, int64_t ldy) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* y = Y + i * ldy;
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) y[j] += b[j];
+  }
+}
+
+template <class T>
+void col_sums_loop(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumulate) {
+  T acc[kColBlock];
+  for (int64_t j = 0; j < N; ++j) acc[j] = accumulate ? out[j] : T(0);
+  for (int64_t i = 0; i < M; ++i) {
+    const T* x = X + i * ldx;
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) acc[j] += x[j];
+  }
+  for (int64_t j = 0; j < N; ++j) out[j] = acc[j];
+}
+
+template <class T>
+double sum_sq_diff_loop(int64_t n, const T* a, const T* b) {
+  constexpr int64_t L = 8;  // lanes: one AVX-512 register of doubles, two AVX2, four SSE2
+  double s[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int64_t l = 0; l < L; ++l) {
+      const double d = double(a[i + l]) - double(b[i + l]);
+      s[l] += d * d;
+    }
+  for (int64_t l = 0; i < n; ++i, ++l) {
+    const double d = double(a[i]) - double(b[i]);
+    s[l] += d * d;
+  }
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+template <class T>
+void scaled_diff_loop(int64_t n, T s, const T* a, const T* b, T* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = s * (a[i] - b[i]);
+}
+
+template <class T>
+void axpy_loop(int64_t n, T a, const T* x, T* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+template <class T>
+void scale_loop(int64_t n, T a, T* x) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+// The largest magnitude bit pattern stays below the exponent mask: an integer max, no branch per
+// value, no FP flags raised.
+template <class T>
+bool all_finite_loop(int64_t n, const T* x) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr U kMagnitude = ~U(0) >> 1;
+  constexpr U kExponent = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  U m = 0;
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) {
+    U b;
+    std::memcpy(&b, x + i, sizeof b);
+    b &= kMagnitude;
+    m = b > m ? b : m;
+  }
+  return m < kExponent;
+}
+
+// PyTorch's order of operations (see elementwise.h); weight decay as its own instantiation so
+// the loop has no branch.
+template <class T, bool kDecay>
+void adam_loop_impl(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
+  const T b1 = s.b1, b2 = s.b2, one_b1 = s.one_b1, one_b2 = s.one_b2, eps = s.eps, wd = s.wd;
+  const T step_size = s.step_size, bc2_sqrt = s.bc2_sqrt;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = kDecay ? grad[i] + wd * param[i] : grad[i];
+    const T mi = m[i] * b1 + one_b1 * g;
+    const T vi = v[i] * b2 + one_b2 * g * g;
+    m[i] = mi, v[i] = vi;
+    const T denom = std::sqrt(vi) / bc2_sqrt + eps;
+    param[i] -= step_size * (mi / denom);
+  }
+}
+
+template <class T>
+void adam_loop(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
+  if (s.wd != T(0)) adam_loop_impl<T, true>(n, param, grad, m, v, s);
+  else adam_loop_impl<T, false>(n, param, grad, m, v, s);
+}
+
+template <class T, bool kDecay, bool kMomentum>
+void sgd_loop_impl(int64_t n, T* param, const T* grad, T* buf, const SgdScalars<T>& s) {
+  const T lr = s.lr, mom = s.momentum, wd = s.wd;
+  const bool first = s.first, nesterov = s.nesterov;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    T g = kDecay ? grad[i] + wd * param[i] : grad[i];
+    if (kMomentum) {
+      const T b = first ? g : mom * buf[i] + g;
+      buf[i] = b;
+      g = nesterov ? g + mom * b : b;
+    }
+    param[i] -= lr * g;
+  }
+}
+
+template <class T>
+void sgd_loop(int64_t n, T* param, const T* grad, T* buf, const SgdScalars<T>& s) {
+  const bool decay = s.wd != T(0), momentum = s.momentum != T(0);
+  if (decay && momentum) sgd_loop_impl<T, true, true>(n, param, grad, buf, s);
+  else if (decay) sgd_loop_impl<T, true, false>(n, param, grad, buf, s);
+  else if (momentum) sgd_loop_impl<T, false, true>(n, param, grad, buf, s);
+  else sgd_loop_impl<T, false, false>(n, param, grad, buf, s);
+}
+
+template <class T>
+EltLoops<T> make_loops() {
+  return {tanh_forward_loop<T>, tanh_backward_loop<T>, relu_forward_loop<T>, relu_backward_loop<T>,
+          add_bias_rows_loop<T>, col_sums_loop<T>, sum_sq_diff_loop<T>, scaled_diff_loop<T>,
+          axpy_loop<T>, scale_loop<T>, all_finite_loop<T>, adam_loop<T>, sgd_loop<T>};
+}
+
+EltKernels make_elt_kernels(const char* name) { return {name, make_loops<float>(), make_loops<double>()}; }
+
+}  // namespace
+}  // namespace hddp::detail

@@ -1,0 +1,24 @@
+// Element-wise loops for any x86-64 CPU: baseline flags, SLEEF's SSE2 tanh (4 floats, 2 doubles).
+#include <emmintrin.h>
+#include <sleef.h>
+
+#include <cstdint>
+
+namespace hddp::detail {
+namespace {
+struct VecTanh {
+  static constexpr int64_t kF = 4, kD = 2;
+  static void f(const float* x, float* y) { _mm_storeu_ps(y, Sleef_tanhf4_u10sse2(_mm_loadu_ps(x))); }
+  static void d(const double* x, double* y) { _mm_storeu_pd(y, Sleef_tanhd2_u10sse2(_mm_loadu_pd(x))); }
+};
+}  // namespace
+}  // namespace hddp::detail
+
+#include "kernels/elementwise_loops.h"
+
+namespace hddp::detail {
+const EltKernels& portable_elementwise() {
+  static const EltKernels k = make_elt_kernels("portable");
+  return k;
+}
+}  // namespace hddp::detail
