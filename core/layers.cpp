@@ -1,5 +1,7 @@
 #include "core/layers.h"
 
+#include <cmath>
+
 #include "kernels/check.h"
 #include "kernels/gemm.h"
 
@@ -45,12 +47,52 @@ void mse_backward(int64_t n, const T* Y, const T* target, T* dY) {
   scaled_diff(n, T(2.0 / double(n)), Y, target, dY);
 }
 
+template <class T>
+double softmax_xent_forward(int64_t B, int64_t C, const T* logits, const int32_t* labels, T* probs) {
+  HDDP_CHECK_ARG(B > 0 && C > 0, "softmax_xent_forward: need B > 0 rows and C > 0 classes; got B=" << B << " C=" << C);
+  HDDP_CHECK_ARG(logits && labels && probs, "softmax_xent_forward: logits, labels and probs must not be null");
+  double loss = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const T* x = logits + i * C;
+    T* p = probs + i * C;
+    const int32_t y = labels[i];
+    HDDP_CHECK_ARG(y >= 0 && y < C, "softmax_xent_forward: row " << i << " has label " << y << ", outside [0, " << C << ")");
+    T m = x[0];
+    for (int64_t j = 1; j < C; ++j) m = x[j] > m ? x[j] : m;
+    const double x_label = double(x[y]) - double(m);  // read before p (which may alias x) is written
+    double sum = 0;
+    for (int64_t j = 0; j < C; ++j) {
+      const double e = std::exp(double(x[j]) - double(m));
+      p[j] = T(e);
+      sum += e;
+    }
+    const double inv = 1.0 / sum;
+    for (int64_t j = 0; j < C; ++j) p[j] = T(double(p[j]) * inv);
+    loss += std::log(sum) - x_label;  // -log(exp(x_y - m) / sum)
+  }
+  return loss / double(B);
+}
+
+template <class T>
+void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* labels, T* dlogits) {
+  HDDP_CHECK_ARG(B > 0 && C > 0, "softmax_xent_backward: need B > 0 rows and C > 0 classes; got B=" << B << " C=" << C);
+  HDDP_CHECK_ARG(probs && labels && dlogits, "softmax_xent_backward: probs, labels and dlogits must not be null");
+  const T inv_b = T(1.0 / double(B));
+  for (int64_t i = 0; i < B; ++i) {
+    const int32_t y = labels[i];
+    HDDP_CHECK_ARG(y >= 0 && y < C, "softmax_xent_backward: row " << i << " has label " << y << ", outside [0, " << C << ")");
+    for (int64_t j = 0; j < C; ++j) dlogits[i * C + j] = (probs[i * C + j] - (j == y ? T(1) : T(0))) * inv_b;
+  }
+}
+
 #define HDDP_INSTANTIATE_LAYERS(T)                                                                  \
   template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);    \
   template void linear_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, T*, \
                                    T*);                                                             \
   template T mse_forward<T>(int64_t, const T*, const T*);                                          \
-  template void mse_backward<T>(int64_t, const T*, const T*, T*);
+  template void mse_backward<T>(int64_t, const T*, const T*, T*);                                  \
+  template double softmax_xent_forward<T>(int64_t, int64_t, const T*, const int32_t*, T*);         \
+  template void softmax_xent_backward<T>(int64_t, int64_t, const T*, const int32_t*, T*);
 HDDP_INSTANTIATE_LAYERS(float)
 HDDP_INSTANTIATE_LAYERS(double)
 

@@ -37,4 +37,16 @@ T mse_forward(int64_t n, const T* Y, const T* target);
 template <class T>
 void mse_backward(int64_t n, const T* Y, const T* target, T* dY);
 
+// Softmax cross-entropy with mean reduction (PyTorch nn.CrossEntropyLoss()): over the B rows of
+// logits (B x C) and their labels (B values in [0, C)), the mean of -log softmax(row)[label].
+// Stable: each row's maximum is subtracted before exp. Writes softmax(logits) to probs (B x C;
+// may alias logits), which the backward takes. Accumulated in double; a label outside [0, C)
+// throws std::invalid_argument naming the row.
+template <class T>
+double softmax_xent_forward(int64_t B, int64_t C, const T* logits, const int32_t* labels, T* probs);
+
+// Its gradient: dlogits = (probs - onehot(labels)) / B (overwritten; may alias probs).
+template <class T>
+void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* labels, T* dlogits);
+
 }  // namespace hddp

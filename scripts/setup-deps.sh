@@ -11,6 +11,9 @@ PKGS=(
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   nlohmann-json3-dev
   libcli11-dev
+  libsleef-dev    # kernels/elementwise_*.cpp: vector tanh at each instruction set's width
+  zlib1g-dev      # core/idx.cpp: gzip'd IDX files
+  dataset-fashion-mnist  # drivers/mnist_train's data (/usr/share/datasets/fashion-mnist)
   libsimgrid-dev   # bench/at_scale: SimGrid SMPI (smpicxx, smpirun) for the at-scale allreduce tables
   poppler-utils
   python3

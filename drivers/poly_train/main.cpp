@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/driver_setup.h"
 #include "core/optim.h"
 #include "core/safetensors.h"
 #include "core/util.h"
@@ -52,36 +53,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using hddp::mpi::Env;
 
-// OMP threads per rank: --threads, else OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this
-// node's cores divided among the ranks on it.
-int resolve_threads(const Options& o) {
-  if (o.threads > 0) return o.threads;
-  for (const char* var : {"OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"})
-    if (const char* v = std::getenv(var)) {
-      const int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  int local = 1;
-  if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(v));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / local);
-}
-
-// Rank 0 checks that a directory is (or can be made) writable; every rank learns the verdict.
-std::string check_out_dir(const Env& env, const std::string& dir) {
-  std::string err;
-  if (env.root()) {
-    struct stat st{};
-    if (stat(dir.c_str(), &st) != 0 && mkdir(dir.c_str(), 0755) != 0)
-      err = "--out: cannot create directory '" + dir + "'";
-    else if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      err = "--out: '" + dir + "' is not a directory";
-    else if (access(dir.c_str(), W_OK) != 0)
-      err = "--out: directory '" + dir + "' is not writable";
-  }
-  return hddp::mpi::bcast_string(err, 0, env.comm());
-}
-
 // Rank 0 checks that the output files named by flags can be created, before any training;
 // every rank learns the verdict.
 std::string check_output_files(const Env& env, const Options& o) {
@@ -98,22 +69,6 @@ std::string check_output_files(const Env& env, const Options& o) {
       }
     }
   return hddp::mpi::bcast_string(err, 0, env.comm());
-}
-
-// Every rank parsed its own command line and --config file before MPI started: the verdict
-// and what was parsed must be the same everywhere, else the ranks would part ways (one exits,
-// the others wait for it in their first collective). "" or the error, the same on every rank.
-std::string agree_on_options(const Env& env, const std::string& err, uint64_t source_hash) {
-  int failed = err.empty() ? 0 : 1, any = 0;
-  uint64_t lo = 0, hi = 0;
-  HDDP_MPI(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, env.comm()));
-  HDDP_MPI(MPI_Allreduce(&source_hash, &lo, 1, MPI_UINT64_T, MPI_MIN, env.comm()));
-  HDDP_MPI(MPI_Allreduce(&source_hash, &hi, 1, MPI_UINT64_T, MPI_MAX, env.comm()));
-  const std::string root = hddp::mpi::bcast_string(err, 0, env.comm());
-  if (!root.empty()) return root;
-  if (any) return "the options could not be parsed on every rank (a --config file on a node-local path?)";
-  if (lo != hi) return "the command line or the --config file differs between ranks; give every rank the same";
-  return "";
 }
 
 int usage_error(const Env& env, const std::string& err) {  // every rank gets here together
@@ -215,7 +170,7 @@ void save_batch(const std::string& path, const std::vector<float>& x, const std:
 
 int run(Env& env, const Options& o) {
   const int rank = env.rank(), size = env.size();
-  const int threads = resolve_threads(o);
+  const int threads = hddp::drivers::resolve_threads(o.threads);
   omp_set_num_threads(threads);
   if (o.gemm) hddp::set_gemm_backend(*o.gemm);
   for (const auto* in : {&o.inject_nan, &o.inject_throw})
@@ -361,8 +316,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<Env> env;
   try {
     env = std::make_unique<Env>(&argc, &argv, hddp::required_thread_level(opts.mode));
-    usage_error = agree_on_options(*env, usage_error, opts.source_hash);
-    if (usage_error.empty() && !opts.help) usage_error = check_out_dir(*env, opts.out);
+    usage_error = hddp::drivers::agree_on_options(*env, usage_error, opts.source_hash);
+    if (usage_error.empty() && !opts.help) usage_error = hddp::drivers::check_out_dir(*env, opts.out);
     if (!usage_error.empty()) {  // every rank gets here with the same verdict: exit 2 together
       if (env->root()) std::fprintf(stderr, "poly_train: error: %s\nTry 'poly_train --help'.\n", usage_error.c_str());
       return kExitUsage;

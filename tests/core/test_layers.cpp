@@ -313,3 +313,50 @@ TEST(Sequential, ReserveGrowsCapacity) {
 }
 
 }  // namespace
+
+// Softmax cross-entropy: PyTorch's values (torch.nn.functional.cross_entropy in float64 on these
+// logits and labels, 1.13), central differences, extreme logits, and bad labels.
+TEST(SoftmaxXent, MatchesPyTorch) {
+  const std::vector<double> x = {1.0, 2.0, -0.5, 0.25, 100.0, -100.0, 50.0, 0.0, -3.0, -3.0, -3.0, -3.0};
+  const std::vector<int32_t> y = {1, 2, 3};
+  const double torch_loss = 17.29034183194062;
+  const std::vector<double> torch_grad = {0.07552108249443207, -0.1280457471231621, 0.016851031231565408,
+                                          0.03567363339716467, 0.3333333333333333, 4.6129884224557915e-88,
+                                          -0.3333333333333333, 1.2400253253402787e-44, 0.08333333333333333,
+                                          0.08333333333333333, 0.08333333333333333, -0.25};
+  std::vector<double> p(x.size()), g(x.size());
+  EXPECT_NEAR(softmax_xent_forward(3, 4, x.data(), y.data(), p.data()), torch_loss, 1e-12);
+  softmax_xent_backward(3, 4, p.data(), y.data(), g.data());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], torch_grad[i], 1e-15) << i;
+  // float: the same within float rounding, finite for logits 200 apart.
+  std::vector<float> xf(x.begin(), x.end()), pf(x.size());
+  EXPECT_NEAR(softmax_xent_forward(3, 4, xf.data(), y.data(), pf.data()), torch_loss, 1e-5);
+  softmax_xent_backward(3, 4, pf.data(), y.data(), pf.data());  // in place
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(pf[i], torch_grad[i], 1e-7) << i;
+}
+
+TEST(SoftmaxXent, GradientIsTheLossDerivative) {
+  const int64_t B = 5, C = 7;
+  std::vector<double> x = randv(B * C, 42, -3, 3), p(B * C), g(B * C);
+  std::vector<int32_t> y = {0, 6, 3, 3, 1};
+  softmax_xent_forward(B, C, x.data(), y.data(), p.data());
+  softmax_xent_backward(B, C, p.data(), y.data(), g.data());
+  for (int64_t i = 0; i < B * C; ++i) {
+    const double d = central_diff([&] { return softmax_xent_forward(B, C, x.data(), y.data(), p.data()); }, &x[size_t(i)]);
+    EXPECT_NEAR(g[size_t(i)], d, 1e-8) << i;
+  }
+}
+
+TEST(SoftmaxXent, BadInputNamed) {
+  std::vector<float> x(8), p(8);
+  std::vector<int32_t> y = {0, 4};
+  try {
+    softmax_xent_forward(2, 4, x.data(), y.data(), p.data());
+    FAIL() << "label 4 of 4 classes accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("row 1 has label 4"), std::string::npos) << e.what();
+  }
+  y = {-1, 0};
+  EXPECT_THROW(softmax_xent_backward(2, 4, p.data(), y.data(), p.data()), std::invalid_argument);
+  EXPECT_THROW(softmax_xent_forward(0, 4, x.data(), y.data(), p.data()), std::invalid_argument);
+}

@@ -1,0 +1,69 @@
+#include "core/idx.h"
+
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "kernels/check.h"
+
+namespace hddp {
+
+IdxArray parse_idx(const std::string& bytes, const std::string& name) {
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  HDDP_CHECK(bytes.size() >= 4, name << ": not an IDX file: " << bytes.size() << " bytes, shorter than the 4-byte header");
+  HDDP_CHECK(b[0] == 0 && b[1] == 0, name << ": not an IDX file: bad magic (the first two bytes must be zero, got "
+                                          << int(b[0]) << " " << int(b[1]) << ")");
+  HDDP_CHECK(b[2] == 0x08, name << ": IDX type 0x" << std::hex << int(b[2]) << std::dec
+                                << " is not unsigned byte (0x08), the only type read here");
+  const int ndim = b[3];
+  HDDP_CHECK(ndim >= 1 && ndim <= 4, name << ": " << ndim << " dimensions; expected 1 to 4");
+  const size_t header = 4 + 4 * size_t(ndim);
+  HDDP_CHECK(bytes.size() >= header,
+             name << ": truncated header: " << ndim << " dimensions need " << header << " bytes, the file has " << bytes.size());
+  IdxArray a;
+  uint64_t count = 1;
+  for (int d = 0; d < ndim; ++d) {
+    const unsigned char* p = b + 4 + 4 * d;
+    const uint64_t n = (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | uint64_t(p[3]);
+    HDDP_CHECK(n > 0, name << ": dimension " << d << " is zero");
+    count *= n;
+    HDDP_CHECK(count <= (uint64_t(1) << 40), name << ": dimensions too large (" << count << " values)");
+    a.dims.push_back(int64_t(n));
+  }
+  const uint64_t have = bytes.size() - header;
+  HDDP_CHECK(have >= count, name << ": truncated: the dimensions need " << count << " bytes of data, the file has " << have);
+  HDDP_CHECK(have == count, name << ": " << (have - count) << " bytes after the " << count << " the dimensions describe");
+  a.data.assign(b + header, b + header + count);
+  return a;
+}
+
+std::string read_maybe_gzip(const std::string& path) {
+  struct stat st{};
+  HDDP_CHECK(stat(path.c_str(), &st) == 0, path << ": " << std::strerror(errno));
+  HDDP_CHECK(S_ISREG(st.st_mode), path << ": not a regular file");
+  gzFile f = gzopen(path.c_str(), "rb");
+  HDDP_CHECK(f, path << ": cannot open: " << std::strerror(errno));
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const int n = gzread(f, buf, sizeof buf);
+    if (n < 0) {
+      int code = 0;
+      const std::string why = gzerror(f, &code);
+      gzclose(f);
+      HDDP_CHECK(false, path << ": corrupt gzip data: " << why);
+    }
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+  }
+  // gzread stops without an error at a truncated stream; gzclose_r reports it (Z_BUF_ERROR).
+  const int rc = gzclose_r(f);
+  HDDP_CHECK(rc == Z_OK, path << ": truncated or corrupt gzip stream (zlib error " << rc << ")");
+  return out;
+}
+
+IdxArray read_idx(const std::string& path) { return parse_idx(read_maybe_gzip(path), path); }
+
+}  // namespace hddp

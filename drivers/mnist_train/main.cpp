@@ -1,0 +1,402 @@
+// mnist_train: a Fashion-MNIST classifier trained data-parallel over MPI ranks, OpenMP inside
+// each rank. The model: Linear(784, W1), ReLU, ..., Linear(Wn, 10); softmax cross-entropy; Adam
+// or SGD. Each epoch every rank walks its shard of a shuffle all ranks agree on (PyTorch's
+// DistributedSampler), a batch per step: forward, loss, backward (gradient buckets reduced by
+// MPI_Iallreduce while backward continues), optimizer step. After each epoch the test set is
+// evaluated, sharded over the ranks and reduced. Run `mnist_train --help`.
+//
+// Exit codes: 0 done, 1 runtime error (every rank aborted), 2 bad input (options or data,
+// on every rank, nothing trained), 3 a non-finite loss (all ranks stopped), 4 a stalled
+// collective (--timeout).
+#include <CLI/CLI.hpp>
+#include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/driver_setup.h"
+#include "common/gnuplot.h"
+#include "core/layers.h"
+#include "core/model.h"
+#include "core/optim.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "core/util.h"
+#include "distributed/ddp.h"
+#include "distributed/mpi_env.h"
+#include "distributed/reducer.h"
+#include "distributed/watchdog.h"
+#include "gnuplot-iostream.h"
+#include "mnist_train/data.h"
+
+namespace mnist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using hddp::mpi::Env;
+
+constexpr int kExitUsage = 2, kExitNonFinite = 3, kExitStall = 4;
+constexpr int64_t kEvalBatch = 1000;
+const char* const kClassNames[kClasses] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                           "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+struct Options {
+  std::string data = kDefaultData, out = "out-mnist", stats_json, export_path;
+  int64_t epochs = 10, batch_size = 64, seed = 0, limit_train = 0, limit_test = 0;
+  std::vector<int64_t> hidden{256, 256};
+  double lr = 1e-3, momentum = 0.0, bucket_mb = 25.0, first_bucket_mb = 1.0, timeout = 300.0, target = 0.87;
+  std::string optimizer = "adam";
+  hddp::ReduceMode mode = hddp::ReduceMode::Test;
+  int threads = 0;
+  bool plot = true;
+};
+
+// The command line: one CLI11 call per option, its check beside it. Throws CLI::ParseError.
+void define_options(CLI::App& app, Options& o) {
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
+  app.set_config("--config", "", "read options from FILE (TOML/INI, keys the long options without dashes)");
+  app.get_formatter()->column_width(34);
+  const auto positive = CLI::Range(int64_t(1), int64_t(1) << 40);
+  app.add_option("--data", o.data, "folder of the IDX files (train-images-idx3-ubyte[.gz], ...)")->group("Data");
+  app.add_option("--limit-train", o.limit_train, "use only the first N training images (0: all)")
+      ->check(CLI::NonNegativeNumber)->group("Data");
+  app.add_option("--limit-test", o.limit_test, "use only the first N test images (0: all)")
+      ->check(CLI::NonNegativeNumber)->group("Data");
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive)->group("Training");
+  app.add_option("--batch-size", o.batch_size, "samples per rank per step")->check(positive)->group("Training");
+  app.add_option("--hidden", o.hidden, "hidden widths, ReLU after each")->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->group("Training");
+  app.add_option("--optimizer", o.optimizer, "adam | sgd")->check(CLI::IsMember({"adam", "sgd"}))->group("Training");
+  app.add_option("--lr", o.lr, "learning rate")->check(CLI::PositiveNumber)->group("Training");
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->group("Training");
+  app.add_option("--seed", o.seed, "seed of the weights and the shuffles")->check(CLI::NonNegativeNumber)->group("Training");
+  app.add_option("--target-accuracy", o.target, "report when the test accuracy first reaches this")
+      ->check(CLI::Range(0.0, 1.0))->group("Training");
+  app.add_option("--threads", o.threads, "OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, "
+                                         "else cores / ranks]")->check(CLI::Range(1, 4096))->group("Parallelism");
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB")->check(CLI::Range(1e-6, 1e6))->group("Parallelism");
+  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB")->check(CLI::Range(1e-6, 1e6))
+      ->group("Parallelism");
+  const std::map<std::string, hddp::ReduceMode> modes{
+      {"blocking", hddp::ReduceMode::Blocking}, {"test", hddp::ReduceMode::Test}, {"thread", hddp::ReduceMode::Thread}};
+  app.add_option("--reduce-mode", o.mode, "blocking | test | thread (as poly_train)")
+      ->transform(CLI::CheckedTransformer(modes))->group("Parallelism");
+  app.add_option("--timeout", o.timeout, "stall watchdog, seconds (0: off)")->check(CLI::Range(0.0, 1e9))->group("Parallelism");
+  app.add_option("--out", o.out, "folder for metrics.csv, confusion.csv, training.pdf")->group("Output");
+  app.add_flag("--plot,!--no-plot", o.plot, "draw training.pdf with gnuplot")->group("Output");
+  app.add_option("--stats-json", o.stats_json, "JSON lines: one object per epoch, then a summary")->group("Output");
+  app.add_option("--export", o.export_path, "write the trained weights to FILE (safetensors, PyTorch's names)")
+      ->group("Output");
+}
+
+std::vector<hddp::LayerSpec> build_layers(int64_t pixels, const std::vector<int64_t>& hidden) {
+  std::vector<hddp::LayerSpec> l;
+  int64_t in = pixels;
+  for (int64_t w : hidden) {
+    l.push_back(hddp::Linear(in, w));
+    l.push_back(hddp::ReLU());
+    in = w;
+  }
+  l.push_back(hddp::Linear(in, kClasses));
+  return l;
+}
+
+// Test loss, accuracy and the confusion matrix, the test set sharded over the ranks and reduced.
+struct Eval {
+  double loss = 0, accuracy = 0;
+  std::vector<int64_t> confusion = std::vector<int64_t>(kClasses * kClasses, 0);  // [true][predicted]
+};
+
+Eval evaluate(const Env& env, hddp::Sequential<float>& model, const Split& test) {
+  const hddp::Shard sh = hddp::shard_of(test.count, env.rank(), env.size());
+  std::vector<float> x(size_t(kEvalBatch * test.pixels)), p(size_t(kEvalBatch * kClasses));
+  std::vector<int32_t> y(static_cast<size_t>(kEvalBatch));
+  std::vector<int64_t> idx(static_cast<size_t>(kEvalBatch));
+  Eval e;
+  double loss_sum = 0;
+  for (int64_t b = sh.begin; b < sh.begin + sh.count; b += kEvalBatch) {
+    const int64_t rows = std::min(kEvalBatch, sh.begin + sh.count - b);
+    for (int64_t i = 0; i < rows; ++i) idx[size_t(i)] = b + i;
+    gather(test, idx.data(), rows, x.data(), y.data());
+    const float* logits = model.forward(x.data(), rows);
+    loss_sum += hddp::softmax_xent_forward(rows, kClasses, logits, y.data(), p.data()) * double(rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* r = p.data() + i * kClasses;
+      const int64_t pred = std::max_element(r, r + kClasses) - r;
+      ++e.confusion[size_t(y[size_t(i)] * kClasses + pred)];
+    }
+  }
+  HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, env.comm()));
+  HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, e.confusion.data(), kClasses * kClasses, MPI_INT64_T, MPI_SUM, env.comm()));
+  int64_t correct = 0;
+  for (int c = 0; c < kClasses; ++c) correct += e.confusion[size_t(c * kClasses + c)];
+  e.loss = loss_sum / double(test.count);
+  e.accuracy = double(correct) / double(test.count);
+  return e;
+}
+
+struct EpochRow {
+  int64_t epoch;
+  double train_loss, test_loss, test_accuracy, train_s, elapsed_s;
+};
+
+void write_metrics(const std::string& path, const std::vector<EpochRow>& rows) {
+  std::ostringstream os;
+  os.precision(9);
+  os << "epoch,train_loss,test_loss,test_accuracy,train_s,elapsed_train_s\n";
+  for (const EpochRow& r : rows)
+    os << r.epoch << ',' << r.train_loss << ',' << r.test_loss << ',' << r.test_accuracy << ',' << r.train_s << ','
+       << r.elapsed_s << '\n';
+  hddp::write_file_atomic(path, os.str());
+}
+
+void write_confusion(const std::string& path, const Eval& e) {
+  std::ostringstream os;
+  os << "true\\predicted";
+  for (const char* n : kClassNames) os << ',' << n;
+  os << '\n';
+  for (int t = 0; t < kClasses; ++t) {
+    os << kClassNames[t];
+    for (int p = 0; p < kClasses; ++p) os << ',' << e.confusion[size_t(t * kClasses + p)];
+    os << '\n';
+  }
+  hddp::write_file_atomic(path, os.str());
+}
+
+// training.pdf: the losses and the test accuracy per epoch, side by side.
+void plot_training(const std::string& path, const std::vector<EpochRow>& rows, int ranks) {
+  const std::string tmp = path + ".tmp";
+  std::vector<std::pair<double, double>> train, test, acc;
+  for (const EpochRow& r : rows) {
+    train.emplace_back(double(r.epoch), r.train_loss);
+    test.emplace_back(double(r.epoch), r.test_loss);
+    acc.emplace_back(double(r.epoch), 100.0 * r.test_accuracy);
+  }
+  {
+    Gnuplot gp(hddp::gnuplot::command());
+    gp << "set terminal pdfcairo size 11in,4in font 'Sans,10'\n"
+       << "set output '" << tmp << "'\n"
+       << "set multiplot layout 1,2 title 'Fashion-MNIST, " << ranks << " rank(s)'\n"
+       << "set grid\nset xlabel 'epoch'\nset key top right\n"
+       << "set title 'Cross-entropy loss'\nset ylabel 'loss'\n"
+       << "plot '-' with linespoints lw 2 pt 7 lc rgb '#1f77b4' title 'training (mean over the epoch)', "
+          "'-' with linespoints lw 2 pt 7 lc rgb '#ff7f0e' title 'test'\n";
+    gp.send1d(train);
+    gp.send1d(test);
+    gp << "set title 'Test accuracy'\nset ylabel 'accuracy (%)'\nset key bottom right\n"
+       << "plot '-' with linespoints lw 2 pt 7 lc rgb '#2ca02c' title 'test accuracy'\n";
+    gp.send1d(acc);
+    gp << "unset multiplot\nset output\n";
+  }
+  struct stat st{};
+  HDDP_CHECK(stat(tmp.c_str(), &st) == 0 && st.st_size > 0,
+             "gnuplot did not write '" << tmp << "' (Debian: gnuplot-nox has the pdfcairo terminal)");
+  HDDP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
+}
+
+int run(Env& env, const Options& o) {
+  const int rank = env.rank(), size = env.size();
+  const int threads = hddp::drivers::resolve_threads(o.threads);
+  omp_set_num_threads(threads);
+
+  // Every rank reads the files (bytes, 55 MB); a problem on any rank stops all with exit 2.
+  Dataset d;
+  std::string err;
+  try {
+    d = load(o.data, o.limit_train, o.limit_test);
+  } catch (const hddp::Error& e) {
+    err = e.what();
+  }
+  if (const std::string all = hddp::drivers::agree_on_error(env, err); !all.empty()) {
+    if (env.root()) std::fprintf(stderr, "mnist_train: error: %s\n", all.c_str());
+    return kExitUsage;
+  }
+  if (env.root())
+    std::printf("data: %lld training and %lld test images of %lld pixels from %s\n", (long long)d.train.count,
+                (long long)d.test.count, (long long)d.train.pixels, o.data.c_str());
+
+  const std::vector<hddp::LayerSpec> layers = build_layers(d.train.pixels, o.hidden);
+  hddp::Rng init(uint64_t(o.seed), 0);
+  hddp::Sequential<float> model(layers, std::max(o.batch_size, kEvalBatch), init);
+  std::unique_ptr<hddp::Optimizer<float>> opt;
+  if (o.optimizer == "adam") opt = std::make_unique<hddp::Adam<float>>(model.num_params(), hddp::AdamHyper{.lr = o.lr});
+  else opt = std::make_unique<hddp::SGD<float>>(model.num_params(), hddp::SgdHyper{.lr = o.lr, .momentum = o.momentum});
+
+  hddp::Watchdog watchdog(env.comm(), hddp::WatchdogOptions{.timeout_s = o.timeout, .exit_code = kExitStall});
+  hddp::ReducerOptions ropt;
+  ropt.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb * 1048576.0));
+  ropt.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb * 1048576.0));
+  ropt.mode = o.mode;
+  ropt.progress_cpu = hddp::spare_progress_cpu();
+  ropt.watchdog = &watchdog;
+  hddp::DistributedModel ddp(env.comm(), model, ropt);  // rank 0's weights everywhere
+
+  std::unique_ptr<std::ofstream> stats;
+  if (env.root() && !o.stats_json.empty()) {
+    stats = std::make_unique<std::ofstream>(o.stats_json, std::ios::trunc);
+    HDDP_CHECK(*stats, "--stats-json: cannot write '" << o.stats_json << "'");
+  }
+  const int64_t per_rank = (d.train.count + size - 1) / size;
+  const int64_t steps = (per_rank + o.batch_size - 1) / o.batch_size;
+  if (env.root()) {
+    std::string l;
+    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+    std::printf("model: %s (%lld parameters); %d rank(s) x %d thread(s), batch %lld per rank, %lld steps per epoch\n",
+                l.c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size, (long long)steps);
+    std::fflush(stdout);
+  }
+
+  std::vector<float> x(size_t(o.batch_size * d.train.pixels)), dlogits(size_t(o.batch_size * kClasses));
+  std::vector<int32_t> y(static_cast<size_t>(o.batch_size));
+  std::vector<EpochRow> rows;
+  Eval last;
+  double elapsed = 0, reached_at = -1;
+  int64_t reached_epoch = -1;
+  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+    watchdog.set_epoch(epoch);
+    const std::vector<int64_t> order = epoch_order(d.train.count, uint64_t(o.seed), epoch, rank, size);
+    double loss_sum = 0;
+    const auto t0 = Clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t b0 = s * o.batch_size, rows_here = std::min(o.batch_size, per_rank - b0);
+      gather(d.train, order.data() + b0, rows_here, x.data(), y.data());
+      model.zero_grad();
+      const float* logits = model.forward(x.data(), rows_here);
+      loss_sum += hddp::softmax_xent_forward(rows_here, kClasses, logits, y.data(), dlogits.data());
+      hddp::softmax_xent_backward(rows_here, kClasses, dlogits.data(), y.data(), dlogits.data());
+      ddp.backward_from(dlogits.data());
+      opt->step(model.params(), model.grads());
+    }
+    const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    elapsed += train_s;
+    HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, env.comm()));
+    const double train_loss = loss_sum / double(steps * size);
+    if (!std::isfinite(train_loss)) {
+      if (env.root())
+        std::fprintf(stderr, "mnist_train: error: the training loss is not finite in epoch %lld (lower --lr?); all "
+                             "ranks stopped\n", (long long)epoch);
+      return kExitNonFinite;
+    }
+    last = evaluate(env, model, d.test);
+    rows.push_back({epoch, train_loss, last.loss, last.accuracy, train_s, elapsed});
+    if (reached_epoch < 0 && last.accuracy >= o.target) reached_epoch = epoch, reached_at = elapsed;
+    if (env.root()) {
+      std::printf("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f %%, %.2f s (ETA %.0f s)\n",
+                  (long long)epoch, (long long)o.epochs, train_loss, last.loss, 100.0 * last.accuracy, train_s,
+                  elapsed / double(epoch) * double(o.epochs - epoch));
+      std::fflush(stdout);
+      if (stats)
+        *stats << nlohmann::ordered_json{{"type", "epoch"},       {"epoch", epoch},
+                                         {"train_loss", train_loss}, {"test_loss", last.loss},
+                                         {"test_accuracy", last.accuracy}, {"train_s", train_s}}
+                      .dump()
+               << '\n';
+    }
+  }
+
+  if (!env.root()) return 0;
+  const std::string dir = o.out + "/";
+  write_metrics(dir + "metrics.csv", rows);
+  write_confusion(dir + "confusion.csv", last);
+  std::printf("training: %lld epochs in %.2f s (%.3f s per epoch), %d rank(s) x %d thread(s); test accuracy %.2f %%\n",
+              (long long)o.epochs, elapsed, elapsed / double(o.epochs), size, threads, 100.0 * last.accuracy);
+  if (reached_epoch > 0)
+    std::printf("test accuracy %.1f %% first reached after epoch %lld, %.2f s of training\n", 100.0 * o.target,
+                (long long)reached_epoch, reached_at);
+  else
+    std::printf("test accuracy %.1f %% not reached in %lld epochs\n", 100.0 * o.target, (long long)o.epochs);
+  std::printf("wrote %smetrics.csv, %sconfusion.csv\n", dir.c_str(), dir.c_str());
+  if (stats) {
+    *stats << nlohmann::ordered_json{{"type", "summary"},        {"ranks", size},
+                                     {"threads", threads},        {"epochs", o.epochs},
+                                     {"train_s", elapsed},        {"epoch_s", elapsed / double(o.epochs)},
+                                     {"test_accuracy", last.accuracy}, {"target_accuracy", o.target},
+                                     {"target_epoch", reached_epoch}, {"target_train_s", reached_at}}
+                  .dump()
+           << '\n';
+    stats->close();
+    HDDP_CHECK(!stats->fail(), "--stats-json: error writing '" << o.stats_json << "'");
+  }
+  if (!o.export_path.empty()) {
+    std::string l;
+    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+    hddp::save_weights(o.export_path, model.arena(),
+                       {{"format", "pt"}, {"hddp.layers", l}, {"hddp.input", "x / 255, 28 x 28 row-major"},
+                        {"hddp.test_accuracy", std::to_string(last.accuracy)}});
+    std::printf("exported the weights to %s (safetensors)\n", o.export_path.c_str());
+  }
+  if (o.plot) {
+    if (!hddp::gnuplot::available()) {
+      std::fprintf(stderr, "warning: gnuplot not found (HDDP_GNUPLOT or PATH); training.pdf not drawn (metrics.csv "
+                           "holds the results). Install it (Debian: apt-get install gnuplot-nox) or pass --no-plot.\n");
+    } else {
+      plot_training(dir + "training.pdf", rows, size);
+      std::printf("plotted the curves to %straining.pdf\n", dir.c_str());
+    }
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace mnist
+
+int main(int argc, char** argv) {
+  using namespace mnist;
+  // Parse first (no MPI needed) so the thread level can follow --reduce-mode.
+  Options o;
+  CLI::App app{"mnist_train: a Fashion-MNIST classifier trained data-parallel (MPI ranks x OpenMP threads)\n"
+               "  mpiexec -n 2 mnist_train [--epochs 10] [--hidden 256,256] [--out DIR]\n"
+               "Writes metrics.csv, confusion.csv and training.pdf into --out (rank 0).",
+               "mnist_train"};
+  define_options(app, o);
+  std::string usage_error, help;
+  bool want_help = false;
+  std::string source;
+  for (int i = 1; i < argc; ++i) source += std::string(argv[i]) + '\0';
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    want_help = true, help = app.help();
+  } catch (const CLI::ParseError& e) {
+    usage_error = e.what();
+  }
+  std::unique_ptr<Env> env;
+  try {
+    env = std::make_unique<Env>(&argc, &argv, hddp::required_thread_level(o.mode));
+    usage_error = hddp::drivers::agree_on_options(*env, usage_error, hddp::fnv1a64(source.data(), source.size()));
+    if (want_help) {
+      if (env->root()) std::fputs(help.c_str(), stdout);
+      return 0;
+    }
+    if (usage_error.empty()) usage_error = hddp::drivers::check_out_dir(*env, o.out);
+    if (usage_error.empty())
+      for (const std::string* path : {&o.stats_json, &o.export_path}) {
+        const size_t slash = path->find_last_of('/');
+        const std::string d = slash == std::string::npos ? "." : path->substr(0, slash + 1);
+        if (!path->empty() && env->root() && access(d.c_str(), W_OK | X_OK) != 0)
+          usage_error = "cannot write '" + *path + "': directory '" + d + "' is not writable";
+        usage_error = hddp::mpi::bcast_string(usage_error, 0, env->comm());
+      }
+    if (!usage_error.empty()) {
+      if (env->root()) std::fprintf(stderr, "mnist_train: error: %s\nTry 'mnist_train --help'.\n", usage_error.c_str());
+      return kExitUsage;
+    }
+    return run(*env, o);
+  } catch (const std::exception& e) {
+    hddp::mpi::abort_all(1, e.what());  // ends every rank: no rank waits forever for this one
+  } catch (...) {
+    hddp::mpi::abort_all(1, "unknown exception");
+  }
+}

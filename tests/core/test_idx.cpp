@@ -1,0 +1,108 @@
+// IDX files: a round trip of generated arrays (plain and gzip'd through zlib), and every
+// malformed case named in the message. Files go to a scratch folder in the test's working
+// directory (the build tree), removed at the end.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/idx.h"
+#include "core/util.h"
+#include "kernels/check.h"
+
+using namespace hddp;
+
+namespace {
+
+// An IDX file of unsigned bytes: header for dims, then `data` (which may disagree, for tests).
+std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data, uint8_t type = 0x08) {
+  std::string s = {'\0', '\0', char(type), char(dims.size())};
+  for (uint32_t d : dims)
+    for (int sh : {24, 16, 8, 0}) s.push_back(char((d >> sh) & 0xff));
+  s.append(data.begin(), data.end());
+  return s;
+}
+
+std::vector<uint8_t> iota_bytes(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(i * 7 + 3);
+  return v;
+}
+
+void write_gzip(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(gzwrite(f, bytes.data(), unsigned(bytes.size())), int(bytes.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// The message of the hddp::Error that f throws ("" if none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class Idx : public ::testing::Test {
+ protected:
+  const std::filesystem::path dir = std::filesystem::current_path() / "scratch-idx";
+  void SetUp() override { std::filesystem::create_directories(dir); }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::string path(const char* name) const { return (dir / name).string(); }
+};
+
+TEST_F(Idx, RoundTripPlainAndGzip) {
+  const std::vector<uint8_t> images = iota_bytes(3 * 4 * 5), labels = {1, 9, 0};
+  write_file_atomic(path("images"), idx_bytes({3, 4, 5}, images));
+  write_gzip(path("labels.gz"), idx_bytes({3}, labels));
+  const IdxArray a = read_idx(path("images")), l = read_idx(path("labels.gz"));
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(a.data, images);
+  EXPECT_EQ(l.dims, (std::vector<int64_t>{3}));
+  EXPECT_EQ(l.data, labels);
+}
+
+TEST_F(Idx, MalformedArraysAreNamed) {
+  const auto data = iota_bytes(12);
+  const struct {
+    std::string bytes, want;
+  } cases[] = {
+      {std::string("\0\0", 2), "shorter than the 4-byte header"},
+      {"PK\x03\x04" + std::string(20, 'x'), "bad magic"},
+      {idx_bytes({12}, data, 0x0D), "is not unsigned byte"},
+      {idx_bytes({}, {}), "0 dimensions"},
+      {idx_bytes({1, 1, 1, 1, 1}, {1}), "5 dimensions"},
+      {idx_bytes({3, 4}, data).substr(0, 9), "truncated header"},
+      {idx_bytes({3, 0}, {}), "dimension 1 is zero"},
+      {idx_bytes({3, 4}, iota_bytes(11)), "truncated: the dimensions need 12 bytes of data, the file has 11"},
+      {idx_bytes({3, 4}, iota_bytes(13)), "1 bytes after the 12"},
+  };
+  for (const auto& c : cases) {
+    const std::string msg = error_of([&] { parse_idx(c.bytes, "f.idx"); });
+    EXPECT_NE(msg.find(c.want), std::string::npos) << "want '" << c.want << "', got '" << msg << "'";
+    EXPECT_NE(msg.find("f.idx"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(Idx, BadFilesAreNamed) {
+  EXPECT_NE(error_of([&] { read_idx(path("missing.gz")); }).find("No such file"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(dir.string()); }).find("not a regular file"), std::string::npos);
+  // A gzip stream cut in half, and one with its deflate data damaged.
+  write_gzip(path("whole.gz"), idx_bytes({3, 4}, iota_bytes(12)) + std::string(5000, 'z'));
+  std::string gz = read_file(path("whole.gz"));
+  write_file_atomic(path("cut.gz"), gz.substr(0, gz.size() / 2));
+  EXPECT_NE(error_of([&] { read_idx(path("cut.gz")); }).find("truncated or corrupt gzip"), std::string::npos);
+  for (size_t i = 12; i < gz.size() - 8; ++i) gz[i] = char(gz[i] ^ 0x5a);
+  write_file_atomic(path("bad.gz"), gz);
+  EXPECT_NE(error_of([&] { read_idx(path("bad.gz")); }).find("gzip"), std::string::npos);
+}
+
+}  // namespace
