@@ -4,13 +4,14 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/check.h"
 
 namespace hddp {
 
-IdxArray parse_idx(const std::string& bytes, const std::string& name) {
+IdxArray parse_idx(std::string bytes, const std::string& name) {
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   HDDP_CHECK(bytes.size() >= 4, name << ": not an IDX file: " << bytes.size() << " bytes, shorter than the 4-byte header");
   HDDP_CHECK(b[0] == 0 && b[1] == 0, name << ": not an IDX file: bad magic (the first two bytes must be zero, got "
@@ -35,7 +36,8 @@ IdxArray parse_idx(const std::string& bytes, const std::string& name) {
   const uint64_t have = bytes.size() - header;
   HDDP_CHECK(have >= count, name << ": truncated: the dimensions need " << count << " bytes of data, the file has " << have);
   HDDP_CHECK(have == count, name << ": " << (have - count) << " bytes after the " << count << " the dimensions describe");
-  a.data.assign(b + header, b + header + count);
+  bytes.erase(0, header);
+  a.data = std::move(bytes);
   return a;
 }
 
@@ -43,9 +45,19 @@ std::string read_maybe_gzip(const std::string& path) {
   struct stat st{};
   HDDP_CHECK(stat(path.c_str(), &st) == 0, path << ": " << std::strerror(errno));
   HDDP_CHECK(S_ISREG(st.st_mode), path << ": not a regular file");
+  // A gzip file's last 4 bytes are its uncompressed size mod 2^32 (RFC 1952): reserve that.
+  size_t expect = size_t(st.st_size);
+  if (FILE* raw = std::fopen(path.c_str(), "rb")) {
+    unsigned char m[2] = {0, 0}, t[4];
+    if (std::fread(m, 1, 2, raw) == 2 && m[0] == 0x1f && m[1] == 0x8b && st.st_size >= 18 &&
+        std::fseek(raw, -4, SEEK_END) == 0 && std::fread(t, 1, 4, raw) == 4)
+      expect = size_t(t[0]) | size_t(t[1]) << 8 | size_t(t[2]) << 16 | size_t(t[3]) << 24;
+    std::fclose(raw);
+  }
   gzFile f = gzopen(path.c_str(), "rb");
   HDDP_CHECK(f, path << ": cannot open: " << std::strerror(errno));
   std::string out;
+  out.reserve(expect);
   char buf[1 << 16];
   for (;;) {
     const int n = gzread(f, buf, sizeof buf);

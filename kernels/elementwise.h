@@ -3,7 +3,8 @@
 // the kernel set chosen for this CPU (elementwise_isa.h: AVX-512, AVX2 or portable, like the
 // GEMM micro-kernels; HDDP_ELEMENTWISE_KERNEL forces one). OpenMP splits them only above
 // kParallelMin units of work (below that a parallel region costs more than it saves). Every
-// result is independent of the thread count, and of the kernel set except tanh's last bit.
+// result is independent of the thread count, and of the kernel set except the last bit of the
+// tanh of doubles.
 #include <cstdint>
 
 namespace hddp {
@@ -21,8 +22,9 @@ void col_sums(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumu
 // The element-wise kernel set in use: "avx512", "avx2" or "portable".
 const char* elementwise_kernel_name();
 
-// y = tanh(x); x and y may alias. SLEEF's vector tanh: at most 1.0 ulp from the exact value
-// (tests/kernels/test_tanh_accuracy.cpp sweeps every float), NaN gives NaN.
+// y = tanh(x); x and y may alias. Floats: computed in double, at most 0.5001 ulp from the exact
+// value (tests/kernels/test_tanh_accuracy.cpp sweeps every float); doubles: SLEEF's vector
+// tanh, 1.0 ulp. NaN gives NaN.
 template <class T>
 void tanh_forward(int64_t n, const T* x, T* y);
 

@@ -1,4 +1,4 @@
-// Element-wise loops for AVX2 + FMA (built with -mavx2 -mfma): SLEEF's AVX2 tanh (8 floats, 4 doubles).
+// Element-wise loops for AVX2 + FMA (built with -mavx2 -mfma): SLEEF's tanh for doubles (4 per vector).
 #include <immintrin.h>
 #include <sleef.h>
 
@@ -7,8 +7,7 @@
 namespace hddp::detail {
 namespace {
 struct VecTanh {
-  static constexpr int64_t kF = 8, kD = 4;
-  static void f(const float* x, float* y) { _mm256_storeu_ps(y, Sleef_tanhf8_u10avx2(_mm256_loadu_ps(x))); }
+  static constexpr int64_t kD = 4;
   static void d(const double* x, double* y) { _mm256_storeu_pd(y, Sleef_tanhd4_u10avx2(_mm256_loadu_pd(x))); }
 };
 }  // namespace

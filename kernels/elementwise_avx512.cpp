@@ -1,5 +1,4 @@
-// Element-wise loops for AVX-512F/DQ (built with -mavx512f -mavx512dq): SLEEF's AVX-512 tanh
-// (16 floats, 8 doubles).
+// Element-wise loops for AVX-512F (built with -mavx512f): SLEEF's tanh for doubles (8 per vector).
 #include <immintrin.h>
 #include <sleef.h>
 
@@ -8,8 +7,7 @@
 namespace hddp::detail {
 namespace {
 struct VecTanh {
-  static constexpr int64_t kF = 16, kD = 8;
-  static void f(const float* x, float* y) { _mm512_storeu_ps(y, Sleef_tanhf16_u10avx512f(_mm512_loadu_ps(x))); }
+  static constexpr int64_t kD = 8;
   static void d(const double* x, double* y) { _mm512_storeu_pd(y, Sleef_tanhd8_u10avx512f(_mm512_loadu_pd(x))); }
 };
 }  // namespace

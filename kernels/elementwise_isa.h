@@ -6,10 +6,11 @@
 // its flags:
 //   elementwise_portable.cpp  baseline x86-64 (SSE2)
 //   elementwise_avx2.cpp      AVX2 + FMA
-//   elementwise_avx512.cpp    AVX-512F/DQ
-// Every loop but tanh gives the same bits in every set: no FMA contraction
-// (-ffp-contract=off), sums in a fixed order whatever the vector width. tanh is SLEEF's
-// vector tanh of 1.0-ulp maximum error (the _u10 functions) at the set's width.
+//   elementwise_avx512.cpp    AVX-512F
+// Every float loop gives the same bits in every set: no FMA contraction (-ffp-contract=off),
+// sums in a fixed order whatever the vector width, tanh computed in double by plain operations
+// (0.5 ulp). tanh of doubles is SLEEF's vector tanh (1.0 ulp, the _u10 functions) at the set's
+// width, whose last bit may differ between sets.
 #include <cstdint>
 #include <string>
 

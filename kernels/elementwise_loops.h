@@ -4,9 +4,8 @@
 // compiled for AVX-512 must not stand in for the others).
 //
 // The including file defines, before including this one, in hddp::detail's anonymous namespace:
-//   struct VecTanh {
-//     static constexpr int64_t kF, kD;                  // floats, doubles per vector
-//     static void f(const float* x, float* y);          // y[0, kF) = tanh(x[0, kF))
+//   struct VecTanh {                                    // SLEEF's tanh for doubles
+//     static constexpr int64_t kD;                      // doubles per vector
 //     static void d(const double* x, double* y);        // y[0, kD) = tanh(x[0, kD))
 //   };
 // and then calls make_elt_kernels(name).
@@ -23,21 +22,53 @@
 namespace hddp::detail {
 namespace {
 
+// tanh of floats, computed in double and rounded once: 0.5001 ulp at most from the exact value
+// over every float (tests/kernels/test_tanh_accuracy.cpp; SLEEF's tanhf is 1.0 ulp, glibc's
+// 2.19), the same bits in every set (plain IEEE operations, no FMA contraction, vectorised by
+// the compiler at the set's width: no library call, no table, no branch), 1.9x SLEEF's speed.
+//   t = min(|x|, 9.1)            (tanh rounds to 1 in float beyond 9.01; NaN passes through)
+//   u = expm1(2t / 32)           (Taylor to degree 7 on [0, 0.57])
+//   u = u (u + 2), five times    (expm1(2a) = expm1(a) (expm1(a) + 2): u = expm1(2t))
+//   tanh t = u / (u + 2), and x's sign (-0 stays -0)
+// The truncation error (w^8/8!, relative) matters only where it cannot reach the float result:
+// at small t it is below 1e-14, at large t tanh = 1 - 2/(u + 2) divides u's error by u.
+inline void tanh_float_loop(int64_t n, const float* x, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    double t = std::fabs(double(xi));
+    t = t > 9.1 ? 9.1 : t;  // NaN compares false: stays NaN
+    const double w = t * (2.0 / 32.0);
+    double p = 1.0 / 5040.0;  // 1/7!
+    p = p * w + 1.0 / 720.0;
+    p = p * w + 1.0 / 120.0;
+    p = p * w + 1.0 / 24.0;
+    p = p * w + 1.0 / 6.0;
+    p = p * w + 0.5;
+    p = p * w + 1.0;
+    double u = p * w;
+    u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0);
+    y[i] = std::copysign(float(u / (u + 2.0)), xi);
+  }
+}
+
+// tanh of doubles: SLEEF's vector tanh (1.0 ulp) at the set's width, the tail through one
+// padded vector.
+inline void tanh_double_loop(int64_t n, const double* x, double* y) {
+  constexpr int64_t W = VecTanh::kD;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) VecTanh::d(x + i, y + i);
+  if (i == n) return;
+  double in[W] = {}, out[W];  // x and y may alias: read all before writing
+  std::memcpy(in, x + i, sizeof(double) * size_t(n - i));
+  VecTanh::d(in, out);
+  std::memcpy(y + i, out, sizeof(double) * size_t(n - i));
+}
+
 template <class T>
 void tanh_forward_loop(int64_t n, const T* x, T* y) {
-  constexpr int64_t W = sizeof(T) == 4 ? VecTanh::kF : VecTanh::kD;
-  const auto vec = [](const T* in, T* out) {
-    if constexpr (sizeof(T) == 4) VecTanh::f(in, out);
-    else VecTanh::d(in, out);
-  };
-  int64_t i = 0;
-  for (; i + W <= n; i += W) vec(x + i, y + i);
-  if (i == n) return;
-  // The tail through one padded vector (x and y may alias: read all before writing).
-  T in[W] = {}, out[W];
-  std::memcpy(in, x + i, sizeof(T) * size_t(n - i));
-  vec(in, out);
-  std::memcpy(y + i, out, sizeof(T) * size_t(n - i));
+  if constexpr (sizeof(T) == 4) tanh_float_loop(n, x, y);
+  else tanh_double_loop(n, x, y);
 }
 
 template <class T>

@@ -1,4 +1,4 @@
-// Element-wise loops for any x86-64 CPU: baseline flags, SLEEF's SSE2 tanh (4 floats, 2 doubles).
+// Element-wise loops for any x86-64 CPU: baseline flags, SLEEF's tanh for doubles (2 per vector).
 #include <emmintrin.h>
 #include <sleef.h>
 
@@ -7,8 +7,7 @@
 namespace hddp::detail {
 namespace {
 struct VecTanh {
-  static constexpr int64_t kF = 4, kD = 2;
-  static void f(const float* x, float* y) { _mm_storeu_ps(y, Sleef_tanhf4_u10sse2(_mm_loadu_ps(x))); }
+  static constexpr int64_t kD = 2;
   static void d(const double* x, double* y) { _mm_storeu_pd(y, Sleef_tanhd2_u10sse2(_mm_loadu_pd(x))); }
 };
 }  // namespace

@@ -42,9 +42,9 @@ Split load_split(const std::string& dir, const std::string& prefix, int64_t limi
   s.images = std::move(im.data);
   s.labels.resize(size_t(s.count));
   for (int64_t i = 0; i < s.count; ++i) {
-    HDDP_CHECK(lb.data[size_t(i)] < kClasses, lpath << ": label " << int(lb.data[size_t(i)]) << " of image " << i
-                                                    << " is outside [0, " << kClasses << ")");
-    s.labels[size_t(i)] = lb.data[size_t(i)];
+    const int label = static_cast<unsigned char>(lb.data[size_t(i)]);
+    HDDP_CHECK(label < kClasses, lpath << ": label " << label << " of image " << i << " is outside [0, " << kClasses << ")");
+    s.labels[size_t(i)] = label;
   }
   return s;
 }
@@ -61,7 +61,7 @@ Dataset load(const std::string& dir, int64_t limit_train, int64_t limit_test) {
 void gather(const Split& s, const int64_t* idx, int64_t rows, float* x, int32_t* y) {
   const float inv = 1.0f / 255.0f;
   for (int64_t i = 0; i < rows; ++i) {
-    const uint8_t* src = s.images.data() + idx[i] * s.pixels;
+    const auto* src = reinterpret_cast<const uint8_t*>(s.images.data()) + idx[i] * s.pixels;
     float* dst = x + i * s.pixels;
     for (int64_t p = 0; p < s.pixels; ++p) dst[p] = float(src[p]) * inv;
     y[i] = s.labels[size_t(idx[i])];
@@ -71,7 +71,7 @@ void gather(const Split& s, const int64_t* idx, int64_t rows, float* x, int32_t*
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, int rank, int size) {
   std::vector<int64_t> perm(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) perm[size_t(i)] = i;
-  hddp::Rng rng(seed, 1000000 + uint64_t(epoch));  // one stream per epoch, the same on every rank
+  hddp::Rng rng(seed, uint64_t(epoch));  // stream `epoch` (>= 1; the weights use stream 0), the same on every rank
   for (int64_t i = n - 1; i > 0; --i) {             // Fisher-Yates
     const int64_t j = int64_t(rng.next_u64() % uint64_t(i + 1));
     std::swap(perm[size_t(i)], perm[size_t(j)]);

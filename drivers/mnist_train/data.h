@@ -16,7 +16,7 @@ inline constexpr int kClasses = 10;
 
 struct Split {
   int64_t count = 0, pixels = 0;  // images, pixels per image
-  std::vector<uint8_t> images;     // count x pixels
+  std::string images;              // count x pixels bytes (the file's buffer, not copied)
   std::vector<int32_t> labels;     // count values in [0, kClasses)
 };
 

@@ -65,9 +65,9 @@ TEST_F(Idx, RoundTripPlainAndGzip) {
   write_gzip(path("labels.gz"), idx_bytes({3}, labels));
   const IdxArray a = read_idx(path("images")), l = read_idx(path("labels.gz"));
   EXPECT_EQ(a.dims, (std::vector<int64_t>{3, 4, 5}));
-  EXPECT_EQ(a.data, images);
+  EXPECT_EQ(a.data, std::string(images.begin(), images.end()));
   EXPECT_EQ(l.dims, (std::vector<int64_t>{3}));
-  EXPECT_EQ(l.data, labels);
+  EXPECT_EQ(l.data, std::string(labels.begin(), labels.end()));
 }
 
 TEST_F(Idx, MalformedArraysAreNamed) {

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# End-to-end checks of drivers/mnist_train: a short run on the real Fashion-MNIST (Debian's
+# dataset-fashion-mnist) on 2 ranks with every output, results independent of the rank count,
+# and bad input (options, a missing data set, malformed IDX files made here) stopping every rank
+# with exit 2 and a message.
+# Usage: test_mnist_train.sh <mnist_train> <mpiexec> <scratch dir inside the build tree>
+set -uo pipefail
+BIN=$1 MPIEXEC=$2 WORK=$3
+DATA=/usr/share/datasets/fashion-mnist
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPI=("$MPIEXEC" --oversubscribe --bind-to none --timeout 240)
+rm -rf "$WORK" && mkdir -p "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+[ -e "$DATA/train-images-idx3-ubyte.gz" ] || { echo "FAIL: $DATA missing: scripts/setup-deps.sh installs dataset-fashion-mnist"; exit 1; }
+
+# 2 ranks, 4000 training and 1000 test images, 3 epochs: every output, learning happened.
+d=$WORK/two; mkdir -p "$d"
+if "${MPI[@]}" -n 2 "$BIN" --limit-train 4000 --limit-test 1000 --epochs 3 --out "$d" --stats-json "$d/stats.json" \
+  --export "$d/w.safetensors" >"$d/log" 2>&1; then
+  [ "$(wc -l <"$d/metrics.csv")" -eq 4 ] || fail "metrics.csv should have a header and 3 rows"
+  awk -F, 'NR == 4 { exit !($4 > 0.70 && $3 < 0.9) }' "$d/metrics.csv" || fail "accuracy after 3 epochs <= 70 %: $(tail -1 "$d/metrics.csv")"
+  awk -F, 'NR > 1 { l[NR] = $2 } END { exit !(l[4] < l[2]) }' "$d/metrics.csv" || fail "the training loss did not fall"
+  # The confusion matrix counts every test image once; its diagonal is the last accuracy.
+  awk -F, -v acc="$(awk -F, 'NR == 4 { print $4 }' "$d/metrics.csv")" \
+    'NR > 1 { for (i = 2; i <= 11; i++) { s += $i; if (i == NR) diag += $i } } END { exit !(NR == 11 && s == 1000 && diag == acc * 1000) }' \
+    "$d/confusion.csv" || fail "confusion.csv does not add up to 1000 test images with the reported accuracy"
+  [ "$(head -c 4 "$d/training.pdf" 2>/dev/null)" = "%PDF" ] || fail "training.pdf is not a PDF"
+  python3 - "$d/stats.json" <<'EOF' || fail "stats.json"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert [l["epoch"] for l in lines if l["type"] == "epoch"] == [1, 2, 3], lines
+s = lines[-1]
+assert s["type"] == "summary" and s["ranks"] == 2 and s["epochs"] == 3, s
+EOF
+  [ "$(head -c 8 "$d/w.safetensors" | od -An -tu8 | tr -d ' ')" -gt 0 ] 2>/dev/null || fail "no safetensors header"
+  grep -q '"0.weight"' "$d/w.safetensors" && grep -q '"4.bias"' "$d/w.safetensors" || fail "safetensors names"
+  [ "$(grep -c '^epoch [1-3]/3: train loss' "$d/log")" -eq 3 ] || fail "expected 3 progress lines"
+  pass "2 ranks: outputs"
+else
+  fail "2 rank run exited non-zero: $(tail -3 "$d/log")"
+fi
+
+# The rank count: 1 rank x batch 64 and 2 ranks x 32 take the same samples each step (the
+# shuffle is shared; rank r takes every P-th), so they agree up to the order of the float sums.
+for pb in "1 64" "2 32"; do
+  set -- $pb
+  mkdir -p "$WORK/p$1"
+  "${MPI[@]}" -n "$1" "$BIN" --limit-train 2000 --limit-test 500 --epochs 2 --batch-size "$2" --no-plot \
+    --out "$WORK/p$1" >"$WORK/p$1/log" 2>&1 || fail "P=$1 exited non-zero: $(tail -3 "$WORK/p$1/log")"
+done
+if paste -d, "$WORK/p1/metrics.csv" "$WORK/p2/metrics.csv" |
+  awk -F, 'NR > 1 { for (c = 2; c <= 4; c++) { d = $c - $(c + 6); if (d < 0) d = -d; if (d > 2e-3) bad = 1 } } END { exit bad }'; then
+  pass "1 x 64 and 2 x 32 agree"
+else
+  fail "1 x 64 and 2 x 32 differ: $(paste -d' ' "$WORK/p1/metrics.csv" "$WORK/p2/metrics.csv")"
+fi
+
+# expect_usage NAME RANKS WANT ARGS...: exit 2, WANT in the output, nothing trained.
+expect_usage() {
+  local name=$1 ranks=$2 want=$3
+  shift 3
+  local o=$WORK/bad-$name; mkdir -p "$o"
+  "${MPI[@]}" -n "$ranks" "$BIN" --out "$o" --no-plot "$@" >"$o/log" 2>&1
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$want" "$o/log" && ! grep -q '^epoch' "$o/log" && [ ! -e "$o/metrics.csv" ]; then
+    pass "$name: exit 2"
+  else
+    fail "$name: want exit 2 and '$want', got $rc: $(tail -3 "$o/log")"
+  fi
+}
+
+# IDX files made here: 20 images of 4 x 4 and their labels, then damaged copies.
+python3 - "$WORK" <<'EOF'
+import gzip, os, struct, sys
+w = sys.argv[1]
+def idx(dims, data):
+    return bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + bytes(data)
+def put(dirname, files):
+    os.makedirs(f"{w}/{dirname}", exist_ok=True)
+    for name, blob in files.items():
+        with gzip.open(f"{w}/{dirname}/{name}.gz", "wb") as f:
+            f.write(blob)
+good = {"train-images-idx3-ubyte": idx([20, 4, 4], [i % 256 for i in range(320)]),
+        "train-labels-idx1-ubyte": idx([20], [i % 10 for i in range(20)]),
+        "t10k-images-idx3-ubyte": idx([10, 4, 4], [i % 256 for i in range(160)]),
+        "t10k-labels-idx1-ubyte": idx([10], [i % 10 for i in range(10)])}
+put("good", good)
+put("magic", {**good, "train-images-idx3-ubyte": b"\x1f\x8b" + good["train-images-idx3-ubyte"][2:]})
+put("count", {**good, "train-labels-idx1-ubyte": idx([19], [1] * 19)})
+put("trunc", {**good, "t10k-images-idx3-ubyte": good["t10k-images-idx3-ubyte"][:-7]})
+put("label", {**good, "t10k-labels-idx1-ubyte": idx([10], [3] * 9 + [12])})
+os.makedirs(f"{w}/nolabels", exist_ok=True)
+for k in ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+    with gzip.open(f"{w}/nolabels/{k}.gz", "wb") as f:
+        f.write(good[k])
+EOF
+o=$WORK/tiny; mkdir -p "$o"
+"${MPI[@]}" -n 2 "$BIN" --data "$WORK/good" --epochs 2 --batch-size 4 --hidden 8 --no-plot --out "$o" >"$o/log" 2>&1 &&
+  grep -q 'data: 20 training and 10 test images of 16 pixels' "$o/log" && [ "$(wc -l <"$o/metrics.csv")" -eq 3 ] &&
+  pass "generated IDX files train" || fail "generated IDX files: $(tail -3 "$o/log")"
+
+expect_usage missing-data 2 "apt-get install dataset-fashion-mnist" --data "$WORK/nowhere"
+expect_usage bad-magic 2 "bad magic" --data "$WORK/magic"
+expect_usage label-count 2 "19 labels for the 20 images" --data "$WORK/count"
+expect_usage truncated 2 "truncated" --data "$WORK/trunc"
+expect_usage label-range 2 "label 12 of image 9" --data "$WORK/label"
+expect_usage no-labels 2 "no 'train-labels-idx1-ubyte.gz'" --data "$WORK/nolabels"
+expect_usage epochs 2 "--epochs" --epochs 0
+expect_usage optimizer 1 "--optimizer" --optimizer lbfgs
+expect_usage mode 2 "--reduce-mode" --reduce-mode sometimes
+expect_usage unknown 2 "--no-such-flag" --no-such-flag
+expect_usage export-dir 2 "not writable" --export /proc/nowhere/w.safetensors
+if "$BIN" --help >"$WORK/help" 2>&1 && grep -q -- '--data' "$WORK/help" && grep -q -- '--reduce-mode' "$WORK/help"; then
+  pass "--help"
+else
+  fail "--help: $(head -3 "$WORK/help")"
+fi
+
+echo "$((failures == 0 ? 1 : 0)) passed, $failures failed"
+[ $failures -eq 0 ]
