@@ -20,10 +20,8 @@ BIN="$BUILD_DIR/drivers/mnist_train"
 EPOCHS="${EPOCHS:-10}" RANKS="${RANKS:-1 2}" BATCH="${BATCH:-64}" WIDTH="${WIDTH:-256}" REPS="${REPS:-1}"
 DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
 
-cpu_model="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
-cpu_fm="family $(lscpu | sed -n 's/^CPU family: *//p' | head -1), model $(lscpu | sed -n 's/^Model: *//p' | head -1)"
-slug="$(echo "$cpu_model" | tr 'A-Z' 'a-z' | sed 's/([^)]*)//g; s/[^a-z0-9]\+/-/g; s/^-//; s/-$//')"
-OUT="${1:-$HDDP_ROOT/bench/results/$slug}"
+hddp_cpu_info
+OUT="${1:-$HDDP_ROOT/bench/results/$CPU_SLUG}"
 mkdir -p "$OUT"
 CSV="$OUT/mnist_vs_pytorch.csv" MD="$OUT/mnist_vs_pytorch.md"
 WORK="$(mktemp -d)"
@@ -75,7 +73,7 @@ EOF
   done
 done
 
-"$PY" - "$CSV" "$cpu_model ($cpu_fm)" "$note" "$EPOCHS" "$BATCH" "$WIDTH" "$REPS" >"$MD" <<'EOF'
+"$PY" - "$CSV" "$CPU_MODEL ($CPU_FM)" "$note" "$EPOCHS" "$BATCH" "$WIDTH" "$REPS" >"$MD" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 cpu, note, epochs, batch, width, reps = sys.argv[2:8]
@@ -120,7 +118,7 @@ for p in sorted({k[0] for k in summary}, key=int):
         s87 = t[1] / h[1]
         print(f"- {p} rank(s): time to 87 % {s87:.2f}x shorter (goal >= 3x) - {'met' if s87 >= 3 else 'SHORT'}")
     else:
-        print(f"- {p} rank(s): time to 87 %: not reached by {'hddp' if not h[1] else 'PyTorch'}")
+        print(f"- {p} rank(s): time to 87 %: not reached by " + " and ".join(n for n, v in (("hddp", h[1]), ("PyTorch", t[1])) if not v))
     d = 100 * (h[2] - t[2])
     print(f"- {p} rank(s): accuracy after the last epoch {100*h[2]:.2f} % vs {100*t[2]:.2f} % ({d:+.2f} points; goal within 0.5)"
           f" - {'met' if abs(d) <= 0.5 or d > 0 else 'SHORT'}")

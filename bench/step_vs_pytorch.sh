@@ -12,7 +12,8 @@
 #        STEPS_<W>=N steps per run for width W (defaults: 300, 300, 30)
 #
 # Installs what is missing (PyTorch included) and builds first. Writes OUTDIR/step_vs_pytorch.csv
-# (every run) and OUTDIR/step_vs_pytorch.md (the table, with the CPU), and prints the table.
+# (every run) and OUTDIR/step_vs_pytorch.md (the table and the goals, met or short, with the CPU;
+# bench/step/step_table.py), and prints it.
 source "$(dirname "$0")/../scripts/common.sh"
 hddp_build python3-torch
 PY=/usr/bin/python3  # Debian's python3-torch lives there, whatever python3 is first on PATH
@@ -21,10 +22,8 @@ BIN="$BUILD_DIR/drivers/poly_train" LIMIT="$BUILD_DIR/bench/step_gemms"
 WIDTHS="${WIDTHS:-256 1024 4096}" LAYOUTS="${LAYOUTS:-1x1 2x1 1x2}" BATCH="${BATCH:-256}" REPS="${REPS:-3}"
 steps_for() { local v="STEPS_$1"; [ -n "${!v:-}" ] && { echo "${!v}"; return; }; [ "$1" -ge 2048 ] && echo 30 || echo 300; }
 
-cpu_model="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
-cpu_fm="family $(lscpu | sed -n 's/^CPU family: *//p' | head -1), model $(lscpu | sed -n 's/^Model: *//p' | head -1)"
-slug="$(echo "$cpu_model" | tr 'A-Z' 'a-z' | sed 's/([^)]*)//g; s/[^a-z0-9]\+/-/g; s/^-//; s/-$//')"
-OUT="${1:-$HDDP_ROOT/bench/results/$slug}"
+hddp_cpu_info
+OUT="${1:-$HDDP_ROOT/bench/results/$CPU_SLUG}"
 mkdir -p "$OUT"
 CSV="$OUT/step_vs_pytorch.csv" MD="$OUT/step_vs_pytorch.md"
 WORK="$(mktemp -d)"
@@ -104,20 +103,6 @@ for w in $WIDTHS; do
   done
 done
 
-"$PY" - "$CSV" "$cpu_model ($cpu_fm)" "$BATCH" "$REPS" "$torch_core_note" >"$MD" <<'EOF'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-med = {}
-for key in {(r["width"], r["ranks"], r["threads"], r["impl"]) for r in rows}:
-    med[key] = statistics.median(float(r["step_s"]) for r in rows
-                                 if (r["width"], r["ranks"], r["threads"], r["impl"]) == key)
-print(f"CPU: {sys.argv[2]}; batch {sys.argv[3]} per rank; median of {sys.argv[4]} interleaved rounds.")
-print(f"{sys.argv[5]}\n")
-print("| W | ranks x threads | hddp us/step | PyTorch us/step | hddp faster by | GEMM-bound limit us | step / limit | outside GEMM |")
-print("|---|---|---|---|---|---|---|---|")
-for w, p, t in sorted({k[:3] for k in med}, key=lambda k: (int(k[0]), int(k[1]), int(k[2]))):
-    h, pt, lim = med[(w, p, t, "hddp")], med[(w, p, t, "pytorch")], med[(w, p, t, "gemm_limit")]
-    print(f"| {w} | {p} x {t} | {h*1e6:,.0f} | {pt*1e6:,.0f} | {pt/h:.2f}x | {lim*1e6:,.0f} | {h/lim:.2f} | {100*(1-lim/h):.0f} % |")
-EOF
+"$PY" "$HDDP_ROOT/bench/step/step_table.py" "$CSV" "$CPU_MODEL ($CPU_FM)" "$BATCH" "$REPS" "$torch_core_note" >"$MD"
 cat "$MD"
 echo "raw: $CSV"

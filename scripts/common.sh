@@ -14,3 +14,11 @@ hddp_build() {
   cmake -S "$HDDP_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${HDDP_CMAKE_ARGS:-} >/dev/null
   cmake --build "$BUILD_DIR" -j "$JOBS"
 }
+
+# The CPU a benchmark ran on, for its table and its results folder: sets CPU_MODEL (lscpu's model
+# name), CPU_FM ("family F, model M") and CPU_SLUG (bench/results/<slug>/).
+hddp_cpu_info() {
+  CPU_MODEL="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+  CPU_FM="family $(lscpu | sed -n 's/^CPU family: *//p' | head -1), model $(lscpu | sed -n 's/^Model: *//p' | head -1)"
+  CPU_SLUG="$(echo "$CPU_MODEL" | tr 'A-Z' 'a-z' | sed 's/([^)]*)//g; s/[^a-z0-9]\+/-/g; s/^-//; s/-$//')"
+}
