@@ -11,6 +11,7 @@ namespace {
 
 const std::string kPrefix = "ckpt.";
 const std::string kIdPrefix = "ckpt.id.";
+const std::string kRecPrefix = "ckpt.rec.";
 constexpr size_t kMaxIdName = 256;
 
 std::string f32_bytes(const std::vector<float>& v) {
@@ -63,6 +64,11 @@ void save_checkpoint(const std::string& path, const ParamArena<float>& params, O
                                                                     << kMaxIdName << " bytes");
     meta[kIdPrefix + name] = value;
   }
+  for (const auto& [name, value] : st.records) {
+    HDDP_CHECK_ARG(!name.empty() && name.size() <= kMaxIdName, "save_checkpoint: record name must have 1.."
+                                                                    << kMaxIdName << " bytes");
+    meta[kRecPrefix + name] = value;
+  }
   save_state<float>(path, params, &opt, meta);
 }
 
@@ -106,6 +112,10 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
       const std::string name = key.substr(kIdPrefix.size());
       HDDP_CHECK(!name.empty() && name.size() <= kMaxIdName, "'" << path << "': malformed identity entry '" << key << "'");
       st.identity[name] = value;
+    } else if (key.compare(0, kRecPrefix.size(), kRecPrefix) == 0) {
+      const std::string name = key.substr(kRecPrefix.size());
+      HDDP_CHECK(!name.empty() && name.size() <= kMaxIdName, "'" << path << "': malformed record entry '" << key << "'");
+      st.records[name] = value;
     }
   return c;
 }

@@ -22,6 +22,8 @@
 //   ckpt.id.<name>   text: the run's identity (model layers, optimizer and its settings,
 //                    function, sampling, batch size, seed; the driver chooses the names).
 //                    A resume must present exactly the same set, and the same P.
+//   ckpt.rec.<name>  bytes: the driver's own records (mnist_train: its metrics.csv so far);
+//                    returned as they were saved, never compared.
 // Readers ignore other "ckpt." keys, so a later version can add entries; a change to the
 // meaning of these is a new ckpt.version, which this build refuses.
 //
@@ -54,6 +56,7 @@ struct TrainState {
   std::vector<Rng::State> rng;                   // P entries
   std::vector<float> losses;                     // P * epoch, rank-major
   std::map<std::string, std::string> identity;  // name -> text (stored as ckpt.id.<name>)
+  std::map<std::string, std::string> records;   // name -> bytes (stored as ckpt.rec.<name>)
 };
 
 // Writes params, the optimizer's state and `state` to path (atomically). Throws

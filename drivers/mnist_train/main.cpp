@@ -27,6 +27,7 @@
 
 #include "common/driver_setup.h"
 #include "common/gnuplot.h"
+#include "core/checkpoint.h"
 #include "core/layers.h"
 #include "core/model.h"
 #include "core/optim.h"
@@ -52,14 +53,14 @@ const char* const kClassNames[kClasses] = {"T-shirt/top", "Trouser", "Pullover",
                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
 struct Options {
-  std::string data = kDefaultData, out = "out-mnist", stats_json, export_path;
-  int64_t epochs = 10, batch_size = 64, seed = 0, limit_train = 0, limit_test = 0;
+  std::string data = kDefaultData, out = "out-mnist", stats_json, export_path, checkpoint;
+  int64_t epochs = 10, batch_size = 64, seed = 0, limit_train = 0, limit_test = 0, checkpoint_every = 1;
   std::vector<int64_t> hidden{256, 256};
   double lr = 1e-3, momentum = 0.0, bucket_mb = 25.0, first_bucket_mb = 1.0, timeout = 300.0, target = 0.87;
   std::string optimizer = "adam";
   hddp::ReduceMode mode = hddp::ReduceMode::Test;
   int threads = 0;
-  bool plot = true;
+  bool plot = true, resume = false;
 };
 
 // The command line: one CLI11 call per option, its check beside it. Throws CLI::ParseError.
@@ -98,6 +99,17 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--stats-json", o.stats_json, "JSON lines: one object per epoch, then a summary")->group("Output");
   app.add_option("--export", o.export_path, "write the trained weights to FILE (safetensors, PyTorch's names)")
       ->group("Output");
+  app.add_option("--checkpoint", o.checkpoint, "write a checkpoint (weights, optimizer state, epochs done, the\n"
+                                               "metrics so far) to FILE atomically after every --checkpoint-every\n"
+                                               "epochs and at the end; an existing FILE needs --resume")
+      ->group("Checkpoints");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "epochs between checkpoints")->check(positive)
+      ->group("Checkpoints");
+  app.add_flag("--resume", o.resume, "continue from --checkpoint FILE up to --epochs (a total), bitwise the\n"
+                                     "run that never stopped; start from scratch if FILE does not exist;\n"
+                                     "a checkpoint of another run (model, optimizer, batch, seed, data,\n"
+                                     "rank count) is refused")
+      ->group("Checkpoints");
 }
 
 std::vector<hddp::LayerSpec> build_layers(int64_t pixels, const std::vector<int64_t>& hidden) {
@@ -151,14 +163,14 @@ struct EpochRow {
   double train_loss, test_loss, test_accuracy, train_s, elapsed_s;
 };
 
-void write_metrics(const std::string& path, const std::vector<EpochRow>& rows) {
+std::string metrics_csv(const std::vector<EpochRow>& rows) {
   std::ostringstream os;
   os.precision(9);
   os << "epoch,train_loss,test_loss,test_accuracy,train_s,elapsed_train_s\n";
   for (const EpochRow& r : rows)
     os << r.epoch << ',' << r.train_loss << ',' << r.test_loss << ',' << r.test_accuracy << ',' << r.train_s << ','
        << r.elapsed_s << '\n';
-  hddp::write_file_atomic(path, os.str());
+  return os.str();
 }
 
 void write_confusion(const std::string& path, const Eval& e) {
@@ -205,6 +217,96 @@ void plot_training(const std::string& path, const std::vector<EpochRow>& rows, i
   HDDP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
 }
 
+// What a checkpoint must match to be resumed (with the rank count): everything that decides the
+// sequence of steps.
+std::map<std::string, std::string> run_identity(const Options& o, const std::vector<hddp::LayerSpec>& layers,
+                                                const Dataset& d) {
+  std::string l;
+  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+  char opt[96];
+  std::snprintf(opt, sizeof opt, "%s lr %.17g momentum %.17g", o.optimizer.c_str(), o.lr, o.momentum);
+  return {{"layers", l},
+          {"optimizer", opt},
+          {"batch_size", std::to_string(o.batch_size)},
+          {"seed", std::to_string(o.seed)},
+          {"data", std::to_string(d.train.count) + " training, " + std::to_string(d.test.count) + " test images"}};
+}
+
+// The rows of a metrics.csv (as metrics_csv writes them).
+std::vector<EpochRow> parse_metrics(const std::string& csv) {
+  std::vector<EpochRow> rows;
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    EpochRow r{};
+    long long e = 0;
+    HDDP_CHECK(std::sscanf(line.c_str(), "%lld,%lf,%lf,%lf,%lf,%lf", &e, &r.train_loss, &r.test_loss,
+                           &r.test_accuracy, &r.train_s, &r.elapsed_s) == 6,
+               "the checkpoint's metrics are malformed at '" << line << "'");
+    r.epoch = e;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// --resume: rank 0 reads the file (if any) and every rank restores from the same bytes.
+// Returns "" (rows holds the epochs done, possibly none) or the error, the same on every rank.
+std::string resume(const Env& env, const Options& o, const std::map<std::string, std::string>& identity,
+                   hddp::Sequential<float>& model, hddp::Optimizer<float>& opt, std::vector<EpochRow>& rows) {
+  std::string bytes, err;
+  int exists = 0;
+  if (env.root()) {
+    struct stat st{};
+    exists = stat(o.checkpoint.c_str(), &st) == 0;
+    try {
+      if (exists && !o.resume)
+        err = "--checkpoint: '" + o.checkpoint + "' exists; pass --resume to continue from it, or remove it";
+      else if (exists)
+        bytes = hddp::read_file(o.checkpoint);
+    } catch (const hddp::Error& e) {
+      err = e.what();
+    }
+  }
+  if ((err = hddp::mpi::bcast_string(err, 0, env.comm())) != "") return err;
+  HDDP_MPI(MPI_Bcast(&exists, 1, MPI_INT, 0, env.comm()));
+  if (!exists) return "";
+  bytes = hddp::mpi::bcast_string(bytes, 0, env.comm());
+  try {
+    const hddp::Checkpoint c = hddp::parse_checkpoint(bytes, o.checkpoint);
+    const std::string diff = hddp::identity_diff(c.state, env.size(), identity);
+    HDDP_CHECK(diff.empty(), "--resume: '" << o.checkpoint << "' is from another run: " << diff);
+    HDDP_CHECK(c.state.epoch <= o.epochs, "--resume: '" << o.checkpoint << "' has " << c.state.epoch
+                                                         << " epochs done, more than --epochs " << o.epochs);
+    const auto rec = c.state.records.find("metrics");
+    HDDP_CHECK(rec != c.state.records.end(), "--resume: '" << o.checkpoint << "' has no metrics record (not mnist_train's)");
+    std::vector<EpochRow> saved = parse_metrics(rec->second);
+    HDDP_CHECK(int64_t(saved.size()) == c.state.epoch, "--resume: '" << o.checkpoint << "' holds " << saved.size()
+                                                                      << " metrics rows for " << c.state.epoch << " epochs");
+    hddp::restore_checkpoint(c, o.checkpoint, model.arena(), opt);
+    rows = std::move(saved);
+  } catch (const hddp::Error& e) {
+    err = e.what();
+  }
+  return hddp::drivers::agree_on_error(env, err);
+}
+
+// Rank 0 writes the checkpoint of `rows.size()` epochs (the ranks' weights and optimizer states
+// are the same: every rank applied the same averaged gradients).
+void save(const Env& env, const Options& o, const std::map<std::string, std::string>& identity,
+          const hddp::Sequential<float>& model, hddp::Optimizer<float>& opt, const std::vector<EpochRow>& rows) {
+  if (!env.root()) return;
+  hddp::TrainState st;
+  st.epoch = int64_t(rows.size());
+  st.world_size = env.size();
+  st.rng.assign(size_t(env.size()), hddp::Rng(uint64_t(o.seed), 0).state());  // unused: the order is (seed, epoch)
+  for (int r = 0; r < env.size(); ++r)
+    for (const EpochRow& row : rows) st.losses.push_back(float(row.train_loss));
+  st.identity = identity;
+  st.records["metrics"] = metrics_csv(rows);
+  hddp::save_checkpoint(o.checkpoint, model.arena(), opt, st);
+}
+
 int run(Env& env, const Options& o) {
   const int rank = env.rank(), size = env.size();
   const int threads = hddp::drivers::resolve_threads(o.threads);
@@ -241,6 +343,16 @@ int run(Env& env, const Options& o) {
   ropt.progress_cpu = hddp::spare_progress_cpu();
   ropt.watchdog = &watchdog;
   hddp::DistributedModel ddp(env.comm(), model, ropt);  // rank 0's weights everywhere
+  const std::map<std::string, std::string> identity = run_identity(o, layers, d);
+  std::vector<EpochRow> rows;
+  if (!o.checkpoint.empty())
+    if (const std::string e = resume(env, o, identity, model, *opt, rows); !e.empty()) {
+      if (env.root()) std::fprintf(stderr, "mnist_train: error: %s\n", e.c_str());
+      return kExitUsage;
+    }
+  const int64_t start = int64_t(rows.size());
+  if (env.root() && start > 0)
+    std::printf("resumed from '%s' after epoch %lld of %lld\n", o.checkpoint.c_str(), (long long)start, (long long)o.epochs);
 
   std::unique_ptr<std::ofstream> stats;
   if (env.root() && !o.stats_json.empty()) {
@@ -259,11 +371,13 @@ int run(Env& env, const Options& o) {
 
   std::vector<float> x(size_t(o.batch_size * d.train.pixels)), dlogits(size_t(o.batch_size * kClasses));
   std::vector<int32_t> y(static_cast<size_t>(o.batch_size));
-  std::vector<EpochRow> rows;
   Eval last;
-  double elapsed = 0, reached_at = -1;
+  double elapsed = rows.empty() ? 0.0 : rows.back().elapsed_s, reached_at = -1;
   int64_t reached_epoch = -1;
-  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+  for (const EpochRow& r : rows)
+    if (reached_epoch < 0 && r.test_accuracy >= o.target) reached_epoch = r.epoch, reached_at = r.elapsed_s;
+  if (start == o.epochs) last = evaluate(env, model, d.test);  // nothing left to train: the final evaluation
+  for (int64_t epoch = start + 1; epoch <= o.epochs; ++epoch) {
     watchdog.set_epoch(epoch);
     const std::vector<int64_t> order = epoch_order(d.train.count, uint64_t(o.seed), epoch, rank, size);
     double loss_sum = 0;
@@ -291,6 +405,8 @@ int run(Env& env, const Options& o) {
     last = evaluate(env, model, d.test);
     rows.push_back({epoch, train_loss, last.loss, last.accuracy, train_s, elapsed});
     if (reached_epoch < 0 && last.accuracy >= o.target) reached_epoch = epoch, reached_at = elapsed;
+    if (!o.checkpoint.empty() && (epoch % o.checkpoint_every == 0 || epoch == o.epochs))
+      save(env, o, identity, model, *opt, rows);
     if (env.root()) {
       std::printf("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f %%, %.2f s (ETA %.0f s)\n",
                   (long long)epoch, (long long)o.epochs, train_loss, last.loss, 100.0 * last.accuracy, train_s,
@@ -307,10 +423,11 @@ int run(Env& env, const Options& o) {
 
   if (!env.root()) return 0;
   const std::string dir = o.out + "/";
-  write_metrics(dir + "metrics.csv", rows);
+  hddp::write_file_atomic(dir + "metrics.csv", metrics_csv(rows));
   write_confusion(dir + "confusion.csv", last);
   std::printf("training: %lld epochs in %.2f s (%.3f s per epoch), %d rank(s) x %d thread(s); test accuracy %.2f %%\n",
               (long long)o.epochs, elapsed, elapsed / double(o.epochs), size, threads, 100.0 * last.accuracy);
+  if (!o.checkpoint.empty()) std::printf("checkpoint: %s (continue with --resume and more --epochs)\n", o.checkpoint.c_str());
   if (reached_epoch > 0)
     std::printf("test accuracy %.1f %% first reached after epoch %lld, %.2f s of training\n", 100.0 * o.target,
                 (long long)reached_epoch, reached_at);
@@ -380,9 +497,10 @@ int main(int argc, char** argv) {
       if (env->root()) std::fputs(help.c_str(), stdout);
       return 0;
     }
+    if (usage_error.empty() && o.resume && o.checkpoint.empty()) usage_error = "--resume needs --checkpoint FILE";
     if (usage_error.empty()) usage_error = hddp::drivers::check_out_dir(*env, o.out);
     if (usage_error.empty())
-      for (const std::string* path : {&o.stats_json, &o.export_path}) {
+      for (const std::string* path : {&o.stats_json, &o.export_path, &o.checkpoint}) {
         const size_t slash = path->find_last_of('/');
         const std::string d = slash == std::string::npos ? "." : path->substr(0, slash + 1);
         if (!path->empty() && env->root() && access(d.c_str(), W_OK | X_OK) != 0)

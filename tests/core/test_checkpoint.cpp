@@ -44,6 +44,7 @@ struct Training {
     TrainState st;
     st.epoch = epoch, st.world_size = 1, st.rng = {data.state()}, st.losses = losses;
     st.identity = {{"layers", "tutorial"}, {"lr", "0.01"}};
+    st.records = {{"metrics", std::string("epoch,loss\n1,0.5\n\0binary\xff", 25)}, {"empty", ""}};
     return st;
   }
   std::vector<float> params() const {
@@ -76,6 +77,7 @@ TEST_F(Checkpoints, RoundTripContinuesBitwise) {
     EXPECT_EQ(c.state.rng[0], first.data.state());
     EXPECT_EQ(c.state.losses, first.losses);
     EXPECT_EQ(identity_diff(c.state, 1, first.state(25).identity), "");
+    EXPECT_EQ(c.state.records, first.state(25).records);  // the driver's records, byte for byte
 
     Training resumed;
     resumed.train(3);        // different parameters, optimizer moments and step count

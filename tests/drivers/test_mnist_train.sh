@@ -59,6 +59,24 @@ else
   fail "1 x 64 and 2 x 32 differ: $(paste -d' ' "$WORK/p1/metrics.csv" "$WORK/p2/metrics.csv")"
 fi
 
+# Checkpoint and resume: 2 epochs with --checkpoint, then --resume to 3, equal to 3 epochs in one
+# go (every column but the seconds), bitwise: the order of epoch e comes from (seed, e).
+C=(--limit-train 1000 --limit-test 300 --no-plot)
+mkdir -p "$WORK/whole" "$WORK/parts"
+"${MPI[@]}" -n 2 "$BIN" "${C[@]}" --epochs 3 --out "$WORK/whole" >"$WORK/whole/log" 2>&1 || fail "whole run: $(tail -3 "$WORK/whole/log")"
+"${MPI[@]}" -n 2 "$BIN" "${C[@]}" --epochs 2 --out "$WORK/parts" --checkpoint "$WORK/run.ckpt" >"$WORK/parts/log1" 2>&1 ||
+  fail "first part: $(tail -3 "$WORK/parts/log1")"
+"${MPI[@]}" -n 2 "$BIN" "${C[@]}" --epochs 3 --out "$WORK/parts" --checkpoint "$WORK/run.ckpt" --resume \
+  >"$WORK/parts/log2" 2>&1 || fail "resumed part: $(tail -3 "$WORK/parts/log2")"
+grep -q "resumed from '$WORK/run.ckpt' after epoch 2 of 3" "$WORK/parts/log2" || fail "no 'resumed' line"
+if [ "$(cut -d, -f1-4 "$WORK/whole/metrics.csv")" = "$(cut -d, -f1-4 "$WORK/parts/metrics.csv")" ] &&
+  [ "$(wc -l <"$WORK/parts/metrics.csv")" -eq 4 ]; then
+  pass "resume: bitwise the run that never stopped"
+else
+  fail "resume differs: $(paste -d' ' "$WORK/whole/metrics.csv" "$WORK/parts/metrics.csv")"
+fi
+head -c 3000 "$WORK/run.ckpt" >"$WORK/cut.ckpt"
+
 # expect_usage NAME RANKS WANT ARGS...: exit 2, WANT in the output, nothing trained.
 expect_usage() {
   local name=$1 ranks=$2 want=$3
@@ -114,6 +132,13 @@ expect_usage optimizer 1 "--optimizer" --optimizer lbfgs
 expect_usage mode 2 "--reduce-mode" --reduce-mode sometimes
 expect_usage unknown 2 "--no-such-flag" --no-such-flag
 expect_usage export-dir 2 "not writable" --export /proc/nowhere/w.safetensors
+expect_usage ckpt-exists 2 "pass --resume" "${C[@]}" --checkpoint "$WORK/run.ckpt"
+expect_usage ckpt-other-run 2 "batch_size: '64' in the checkpoint, '32' now" "${C[@]}" --epochs 4 --batch-size 32 \
+  --checkpoint "$WORK/run.ckpt" --resume
+expect_usage ckpt-ranks 1 "world size (MPI ranks): 2 in the checkpoint, 1 now" "${C[@]}" --epochs 4 \
+  --checkpoint "$WORK/run.ckpt" --resume
+expect_usage ckpt-truncated 2 "is truncated" "${C[@]}" --epochs 4 --checkpoint "$WORK/cut.ckpt" --resume
+expect_usage resume-alone 2 "--resume needs --checkpoint" --resume
 if "$BIN" --help >"$WORK/help" 2>&1 && grep -q -- '--data' "$WORK/help" && grep -q -- '--reduce-mode' "$WORK/help"; then
   pass "--help"
 else
