@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Figures that can fail: re-derives the whole-step and Fashion-MNIST figures of README.md and
+bench/RESULTS.md from the raw data kept under bench/results/<cpu>/, and exits 1 naming every
+claim the data no longer supports.
+
+  1. Each kept table (step_vs_pytorch.md, mnist_vs_pytorch.md) is what its generator
+     (bench/step/step_table.py, bench/mnist/mnist_table.py) makes of the kept CSV, byte for byte.
+  2. Every row of those tables appears verbatim in bench/RESULTS.md.
+  3. Each number quoted in README.md's benchmark lines (CLAIMS below) is in the text and equals
+     the value recomputed from the CSV, rounded as quoted.
+
+Usage: python3 bench/check_claims.py [REPO_ROOT]    (the ctest entry test_check_claims runs it)
+"""
+import csv
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+RESULTS = os.path.join(ROOT, "bench", "results", "intel-xeon-processor")
+failures = []
+checks = 0
+
+
+def read(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return f.read()
+
+
+def regenerate(script, csv_path, md_path, argv_from_md):
+    """Runs the generator on the CSV with the arguments the kept table names; returns its text."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, script), csv_path, *argv_from_md],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def check_table(name, script, args_of):
+    global checks
+    csv_path, md_path = os.path.join(RESULTS, name + ".csv"), os.path.join(RESULTS, name + ".md")
+    kept = open(md_path).read()
+    checks += 1
+    if regenerate(script, csv_path, md_path, args_of(kept)) != kept:
+        failures.append(f"{md_path}: not what {script} makes of {name}.csv (re-run it, or the CSV changed)")
+    checks += 1
+    results_md = read("bench/RESULTS.md")
+    missing = [l for l in kept.splitlines() if l.startswith("| ") and l[2].isdigit() and l not in results_md]
+    if missing:
+        failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of {name}.md, the first: {missing[0]}")
+
+
+def step_args(md):
+    first, note = md.splitlines()[0], md.splitlines()[1]
+    cpu = first[len("CPU: "):first.index("; batch ")]
+    batch = first.split("; batch ")[1].split(" ")[0]
+    reps = first.split("median of ")[1].split(" ")[0]
+    return [cpu, batch, reps, note]
+
+
+def mnist_args(md):
+    first, note = md.splitlines()[0], md.splitlines()[1]
+    cpu = first[len("CPU: "):first.index("; MLP ")]
+    width = first.split("784-")[1].split("-")[0]
+    batch = first.split("batch ")[1].split(" ")[0]
+    epochs = first.split("per rank, ")[1].split(" ")[0]
+    reps = first.split("median of ")[1].split(" ")[0]
+    return [cpu, note, epochs, batch, width, reps]
+
+
+check_table("step_vs_pytorch", "bench/step/step_table.py", step_args)
+check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", mnist_args)
+
+# The medians the README quotes, from the raw rows.
+step = list(csv.DictReader(open(os.path.join(RESULTS, "step_vs_pytorch.csv"))))
+mnist = list(csv.DictReader(open(os.path.join(RESULTS, "mnist_vs_pytorch.csv"))))
+
+
+def step_median(w, p, t, impl):
+    return statistics.median(float(r["step_s"]) for r in step
+                             if (r["width"], r["ranks"], r["threads"], r["impl"]) == (str(w), str(p), str(t), impl))
+
+
+def speedup(w, p=1, t=1):
+    return step_median(w, p, t, "pytorch") / step_median(w, p, t, "hddp")
+
+
+def limit_ratio(w, p=1, t=1):
+    return step_median(w, p, t, "hddp") / step_median(w, p, t, "gemm_limit")
+
+
+def mnist_epoch(p, impl):
+    return statistics.mean(float(r["train_s"]) for r in mnist if r["ranks"] == str(p) and r["impl"] == impl)
+
+
+def mnist_rss(p, impl):
+    return max(float(r["rss_mib"]) for r in mnist if r["ranks"] == str(p) and r["impl"] == impl)
+
+
+# (file, text that must appear, value from the data, the value the text states, tolerance)
+CLAIMS = [
+    ("README.md", "2.2x at W = 256", speedup(256), 2.2, 0.05),
+    ("README.md", "1.48x at W = 1024", speedup(1024), 1.48, 0.005),
+    ("README.md", "1.54x at 4096 on 1 rank", speedup(4096), 1.54, 0.005),
+    ("README.md", "1.6-3.5x on 2 ranks", min(speedup(w, 2) for w in (256, 1024, 4096)), 1.6, 0.05),
+    ("README.md", "1.6-3.5x on 2 ranks", max(speedup(w, 2) for w in (256, 1024, 4096)), 3.5, 0.05),
+    ("README.md", "1.11-1.23x of its GEMM-bound limit", min(limit_ratio(w) for w in (256, 1024, 4096)), 1.11, 0.005),
+    ("README.md", "1.11-1.23x of its GEMM-bound limit", max(limit_ratio(w) for w in (256, 1024, 4096)), 1.23, 0.005),
+    ("README.md", "1.1 s per epoch on 2 ranks", mnist_epoch(2, "hddp"), 1.1, 0.05),
+    ("README.md", "3.5x\n  PyTorch DDP", mnist_epoch(2, "pytorch") / mnist_epoch(2, "hddp"), 3.5, 0.05),
+    ("README.md", "(1.9x on 1 rank)", mnist_epoch(1, "pytorch") / mnist_epoch(1, "hddp"), 1.9, 0.05),
+    ("README.md", "3.6-4.4x less memory", mnist_rss(2, "pytorch") / mnist_rss(2, "hddp"), 3.6, 0.05),
+    ("README.md", "3.6-4.4x less memory", mnist_rss(1, "pytorch") / mnist_rss(1, "hddp"), 4.4, 0.05),
+]
+for path, text, value, stated, tol in CLAIMS:
+    checks += 1
+    if text not in read(path):
+        failures.append(f"{path}: the claim '{text}' is gone; update bench/check_claims.py with the text")
+    elif abs(value - stated) > tol:
+        failures.append(f"{path}: '{text}' states {stated}, the data gives {value:.3f}")
+
+for f in failures:
+    print("FAIL:", f)
+print(f"{checks - len(failures)} passed, {len(failures)} failed")  # one failure at most per check
+sys.exit(1 if failures else 0)
