@@ -1,5 +1,6 @@
 #include "core/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/check.h"
@@ -20,16 +21,22 @@ void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, 
 
 template <class T>
 void linear_backward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* dY,
-                     T* dX, T* dW, T* db) {
+                     T* dX, T* dW, T* db, bool accumulate) {
   HDDP_CHECK_ARG(B >= 0 && in > 0 && out > 0,
                  "linear_backward: need B >= 0, in > 0, out > 0; got B=" << B << " in=" << in << " out=" << out);
   HDDP_CHECK_ARG(X && W && dY && dW, "linear_backward: X, W, dY and dW must not be null");
-  if (B == 0) return;
+  if (B == 0) {
+    if (!accumulate) {  // nothing to add: the overwrite is zeros
+      std::fill(dW, dW + out * in, T(0));
+      if (db) std::fill(db, db + out, T(0));
+    }
+    return;
+  }
   // dX(B x in) = dY(B x out) · W(out x in)
   if (dX) gemm(Trans::No, Trans::No, B, in, out, T(1), dY, out, W, in, T(0), dX, in);
   // dW(out x in) += dY^T(out x B) · X(B x in)
-  gemm(Trans::Yes, Trans::No, out, in, B, T(1), dY, out, X, in, T(1), dW, in);
-  if (db) col_sums(B, out, dY, out, db, /*accumulate=*/true);
+  gemm(Trans::Yes, Trans::No, out, in, B, T(1), dY, out, X, in, accumulate ? T(1) : T(0), dW, in);
+  if (db) col_sums(B, out, dY, out, db, accumulate);
 }
 
 template <class T>
@@ -88,7 +95,7 @@ void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* 
 #define HDDP_INSTANTIATE_LAYERS(T)                                                                  \
   template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);    \
   template void linear_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, T*, \
-                                   T*);                                                             \
+                                   T*, bool);                                                             \
   template T mse_forward<T>(int64_t, const T*, const T*);                                          \
   template void mse_backward<T>(int64_t, const T*, const T*, T*);                                  \
   template double softmax_xent_forward<T>(int64_t, int64_t, const T*, const int32_t*, T*);         \

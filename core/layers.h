@@ -24,9 +24,11 @@ void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, 
 //   dX(B x in)   = dY · W          (overwritten; dX == nullptr skips it, e.g. for the first layer)
 //   dW(out x in) += dY^T · X
 //   db(out)      += column sums of dY (db == nullptr: the layer has no bias)
+// accumulate = false overwrites dW and db instead (=, not +=): the first backward after a
+// zero_grad, without reading or clearing the old values first.
 template <class T>
 void linear_backward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* dY,
-                     T* dX, T* dW, T* db);
+                     T* dX, T* dW, T* db, bool accumulate = true);
 
 // MSE loss with mean reduction (PyTorch nn.MSELoss()): sum((Y - target)^2) / n over the n
 // values of Y. Accumulated in double, returned as T.

@@ -168,6 +168,10 @@ void Sequential<T>::run_backward(const T* dY) {
   T* g[2] = {work_.data() + grad_off_[0], work_.data() + grad_off_[1]};
   const T* p = arena_.params();
   T* gp = arena_.grads();
+  // After zero_grad the layers overwrite their gradients; cleared before the first hook, so a
+  // hook that reads grads() sees this backward's values, never a late zeroing.
+  const bool accumulate = !zero_pending_;
+  zero_pending_ = false;
   const T* d = dY;  // dLoss/d(output of layer i)
   int64_t ready = arena_.size();
   for (size_t i = layers_.size(); i-- > 0;) {
@@ -180,7 +184,7 @@ void Sequential<T>::run_backward(const T* dY) {
       case LayerKind::Linear:
         // Layer 0's input gradient is never needed.
         linear_backward(B, L.in, L.out, act_ptr(i), p + L.w_off, d, i > 0 ? dx : nullptr, gp + L.w_off,
-                        L.b_off >= 0 ? gp + L.b_off : nullptr);
+                        L.b_off >= 0 ? gp + L.b_off : nullptr, accumulate);
         ready = L.p_begin;
         break;
       case LayerKind::Tanh: tanh_backward(B * L.out, act_ptr(i + 1), d, dx); break;

@@ -79,7 +79,10 @@ class Sequential {
   // Backward from a given dLoss/dOutput (batch x out_features), for other losses.
   void backward_from(const T* dY);
 
-  void zero_grad() { arena_.zero_grad(); }
+  // Gradients to zero, lazily: the next backward overwrites them instead of adding (no pass
+  // that writes zeros, no read of the old values in the dW products); anything that reads them
+  // before that backward (grads(), arena()) sees zeros. The same bits as clearing first.
+  void zero_grad() { zero_pending_ = true; }
   void set_backward_hook(BackwardHook hook) { hook_ = std::move(hook); }
 
   // Grows the work buffers to max_batch rows (allocates once; never shrinks).
@@ -98,14 +101,14 @@ class Sequential {
   std::pair<int64_t, int64_t> layer_param_range(size_t i) const;
 
   // Parameters and gradients.
-  ParamArena<T>& arena() { return arena_; }
-  const ParamArena<T>& arena() const { return arena_; }
+  ParamArena<T>& arena() { return materialize(), arena_; }
+  const ParamArena<T>& arena() const { return materialize(), arena_; }
   const std::vector<ParamView>& param_views() const { return arena_.views(); }
   int64_t num_params() const { return arena_.size(); }
   T* params() { return arena_.params(); }
   const T* params() const { return arena_.params(); }
-  T* grads() { return arena_.grads(); }
-  const T* grads() const { return arena_.grads(); }
+  T* grads() { return materialize(), arena_.grads(); }
+  const T* grads() const { return materialize(), arena_.grads(); }
   const T* output() const { return act_ptr(layers_.size()); }
 
  private:
@@ -118,11 +121,19 @@ class Sequential {
   T* act_ptr(size_t i) { return work_.data() + act_off_[i]; }
   const T* act_ptr(size_t i) const { return work_.data() + act_off_[i]; }
   void run_backward(const T* dY);
+  // A zero_grad not yet taken by a backward becomes real zeros (logically const: the values a
+  // reader sees are zeros either way).
+  void materialize() const {
+    if (!zero_pending_) return;
+    const_cast<ParamArena<T>&>(arena_).zero_grad();
+    zero_pending_ = false;
+  }
 
   std::vector<Layer> layers_;
   std::vector<int64_t> widths_;   // widths_[i]: width of the input of layer i; back(): output
   ParamArena<T> arena_;
   int64_t max_batch_ = 0, batch_ = 0;
+  mutable bool zero_pending_ = false;  // zero_grad() called; the next backward overwrites
   // work_: activations act[0..L] (act[0] = copy of the input; an activation layer's output
   // shares its input's buffer), then two gradient buffers of max_batch x max width used
   // alternately by Linear layers in backward (activations work in place).

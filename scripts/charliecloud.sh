@@ -17,7 +17,7 @@ HDDP_CH_STAMP=".hddp-image"   # inside the image: the package list and apt sourc
 
 # The Debian 12 packages poly_train needs at run time (libraries of build/drivers/poly_train,
 # mpiexec's orted for the ranks' side, gnuplot for errors.pdf).
-HDDP_CH_PACKAGES=(libopenmpi3 openmpi-bin libopenblas0-openmp libgomp1 gnuplot-nox
+HDDP_CH_PACKAGES=(libopenmpi3 openmpi-bin libopenblas0-openmp libgomp1 libsleef3 zlib1g gnuplot-nox
                   libboost-iostreams1.74.0 libboost-filesystem1.74.0)
 # What must match between the image and the host (Open MPI's hybrid model: the host's mpiexec
 # and orted talk to the image's Open MPI and PMIx).

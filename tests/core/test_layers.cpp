@@ -165,7 +165,43 @@ TEST(Sequential, BackwardFromMatchesBackwardWithMseGradient) {
 }
 
 // The reducer's contract: at hook(i, off) every gradient at offset >= off is final, and
-// (after zero_grad) everything below off is still untouched.
+// everything below off is still untouched (zero_grad is lazy: the layers overwrite, so below
+// off are still the previous backward's values, and a hook's grads() never zeroes them late).
+// zero_grad is lazy: the next backward overwrites (the same bits as clearing first), a read
+// before it sees zeros, a second backward accumulates; linear_backward(accumulate = false)
+// ignores what dW and db held.
+TEST(Sequential, LazyZeroGradGivesTheClearedBits) {
+  Rng r1(9), r2(9);
+  Sequential<float> lazy(mlp3(), 6, r1), cleared(mlp3(), 6, r2);
+  auto X = randv(6 * 3, 91), T = randv(6 * 2, 92);
+  std::vector<float> Xf(X.begin(), X.end()), Tf(T.begin(), T.end());
+  for (Sequential<float>* m : {&lazy, &cleared}) {  // stale gradients in both
+    m->forward(Xf.data(), 6);
+    m->backward(Tf.data());
+  }
+  lazy.zero_grad();
+  cleared.arena().zero_grad();  // the eager clear, through the arena
+  for (Sequential<float>* m : {&lazy, &cleared}) {
+    m->forward(Xf.data(), 6);
+    m->backward(Tf.data());
+  }
+  const std::vector<float> once(lazy.grads(), lazy.grads() + lazy.num_params());
+  EXPECT_EQ(once, std::vector<float>(cleared.grads(), cleared.grads() + cleared.num_params()));
+  lazy.forward(Xf.data(), 6);
+  lazy.backward(Tf.data());  // no zero_grad: adds
+  for (int64_t i = 0; i < lazy.num_params(); ++i)  // (the products may add into C in another order)
+    EXPECT_NEAR(lazy.grads()[i], 2 * once[size_t(i)], 1e-6 * (1 + std::fabs(once[size_t(i)]))) << i;
+  lazy.zero_grad();
+  for (int64_t i = 0; i < lazy.num_params(); ++i) ASSERT_EQ(lazy.grads()[i], 0.0f) << "read before backward: zeros";
+
+  std::vector<double> dW(4 * 3, 7.0), db(4, -3.0), dW0(4 * 3, 0.0), db0(4, 0.0);
+  auto W = randv(4 * 3, 93), dY = randv(5 * 4, 94), Xd = randv(5 * 3, 95);
+  linear_backward<double>(5, 3, 4, Xd.data(), W.data(), dY.data(), nullptr, dW.data(), db.data(), false);
+  linear_backward<double>(5, 3, 4, Xd.data(), W.data(), dY.data(), nullptr, dW0.data(), db0.data(), true);
+  EXPECT_EQ(dW, dW0);
+  EXPECT_EQ(db, db0);
+}
+
 TEST(Sequential, BackwardHookOrderAndOffsets) {
   Rng rng(7);
   const std::vector<LayerSpec> specs = {Linear(3, 5), Tanh(), Linear(5, 4, false), ReLU(), Linear(4, 2), Tanh()};
@@ -180,13 +216,13 @@ TEST(Sequential, BackwardHookOrderAndOffsets) {
   struct Call {
     size_t layer;
     int64_t ready;
-    bool suffix_final, prefix_zero;
+    bool suffix_final, prefix_untouched;
   };
   std::vector<Call> calls;
   m.set_backward_hook([&](size_t layer, int64_t ready) {
     bool fin = true, zero = true;
     for (int64_t i = ready; i < m.num_params(); ++i) fin = fin && m.grads()[i] == final_g[i];
-    for (int64_t i = 0; i < ready; ++i) zero = zero && m.grads()[i] == 0.0;
+    for (int64_t i = 0; i < ready; ++i) zero = zero && m.grads()[i] == final_g[i];
     calls.push_back({layer, ready, fin, zero});
   });
   m.zero_grad();
@@ -203,7 +239,7 @@ TEST(Sequential, BackwardHookOrderAndOffsets) {
     EXPECT_EQ(calls[c].layer, want[c].first) << "call " << c;
     EXPECT_EQ(calls[c].ready, want[c].second) << "call " << c;
     EXPECT_TRUE(calls[c].suffix_final) << "call " << c;
-    EXPECT_TRUE(calls[c].prefix_zero) << "call " << c;
+    EXPECT_TRUE(calls[c].prefix_untouched) << "call " << c;
   }
   // Forward order of the arena, PyTorch state_dict names.
   std::vector<std::string> names;
