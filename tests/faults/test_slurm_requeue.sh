@@ -85,8 +85,16 @@ usr1_pending() {
   done
   return 1
 }
+# Every rank has passed the first step when rank 0 prints progress, but on a loaded machine a
+# scan of /proc can still miss one (seen once beside two CPU hogs: 2 of 3 found): wait for the
+# state "3 ranks visible" rather than taking one look.
+t1=$SECONDS
 ranks=$(job_ranks)
-[ "$(wc -w <<<"$ranks")" -eq 3 ] || fail "expected the job's 3 ranks, found: '$ranks'"
+while [ "$(wc -w <<<"$ranks")" -ne 3 ] && [ $((SECONDS - t1)) -lt 60 ]; do
+  sleep 0.1
+  ranks=$(job_ranks)
+done
+[ "$(wc -w <<<"$ranks")" -eq 3 ] || fail "expected the job's 3 ranks within 60 s, found: '$ranks'"
 for p in $ranks; do kill -STOP "$p"; done
 scancel --batch --signal=USR1 "$job" || fail "scancel --batch --signal=USR1 failed"
 echo "froze ranks $(tr '\n' ' ' <<<"$ranks")and sent SIGUSR1 to the batch shell (the progress line came $((SECONDS - t0)) s after the submission)"
