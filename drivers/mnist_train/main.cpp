@@ -66,45 +66,48 @@ struct Options {
 // The command line: one CLI11 call per option, its check beside it. Throws CLI::ParseError.
 void define_options(CLI::App& app, Options& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
-  app.set_config("--config", "", "read options from FILE (TOML/INI, keys the long options without dashes)");
+  app.set_config("--config", "", "read options from FILE (TOML/INI, keys the long options without dashes)")
+      ->type_name("FILE");
   app.get_formatter()->column_width(34);
-  const auto positive = CLI::Range(int64_t(1), int64_t(1) << 40);
-  app.add_option("--data", o.data, "folder of the IDX files (train-images-idx3-ubyte[.gz], ...)")->group("Data");
+  // Checks without their own words in --help (the help text says the range).
+  const auto quiet = [](CLI::Validator v) { return v.description(""); };
+  const auto positive = quiet(CLI::Range(int64_t(1), int64_t(1) << 40));
+  app.add_option("--data", o.data, "folder of the IDX files (train-images-idx3-ubyte[.gz], ...)")->type_name("DIR")->group("Data");
   app.add_option("--limit-train", o.limit_train, "use only the first N training images (0: all)")
-      ->check(CLI::NonNegativeNumber)->group("Data");
+      ->check(quiet(CLI::NonNegativeNumber))->type_name("N")->group("Data");
   app.add_option("--limit-test", o.limit_test, "use only the first N test images (0: all)")
-      ->check(CLI::NonNegativeNumber)->group("Data");
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive)->group("Training");
-  app.add_option("--batch-size", o.batch_size, "samples per rank per step")->check(positive)->group("Training");
+      ->check(quiet(CLI::NonNegativeNumber))->type_name("N")->group("Data");
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive)->type_name("N")->group("Training");
+  app.add_option("--batch-size", o.batch_size, "samples per rank per step")->check(positive)->type_name("N")->group("Training");
   app.add_option("--hidden", o.hidden, "hidden widths, ReLU after each")->delimiter(',')
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))->group("Training");
-  app.add_option("--optimizer", o.optimizer, "adam | sgd")->check(CLI::IsMember({"adam", "sgd"}))->group("Training");
-  app.add_option("--lr", o.lr, "learning rate")->check(CLI::PositiveNumber)->group("Training");
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->group("Training");
-  app.add_option("--seed", o.seed, "seed of the weights and the shuffles")->check(CLI::NonNegativeNumber)->group("Training");
+      ->check(quiet(CLI::Range(int64_t(1), int64_t(1) << 20)))->type_name("W[,W...]")->group("Training");
+  app.add_option("--optimizer", o.optimizer, "adam | sgd")->check(quiet(CLI::IsMember({"adam", "sgd"})))->type_name("NAME")->group("Training");
+  app.add_option("--lr", o.lr, "learning rate")->check(quiet(CLI::PositiveNumber))->type_name("X")->group("Training");
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(quiet(CLI::Range(0.0, 1.0)))->type_name("X")->group("Training");
+  app.add_option("--seed", o.seed, "seed of the weights and the shuffles")->check(quiet(CLI::NonNegativeNumber))->type_name("N")->group("Training");
   app.add_option("--target-accuracy", o.target, "report when the test accuracy first reaches this")
-      ->check(CLI::Range(0.0, 1.0))->group("Training");
-  app.add_option("--threads", o.threads, "OpenMP threads per rank [OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, "
-                                         "else cores / ranks]")->check(CLI::Range(1, 4096))->group("Parallelism");
-  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB")->check(CLI::Range(1e-6, 1e6))->group("Parallelism");
-  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB")->check(CLI::Range(1e-6, 1e6))
-      ->group("Parallelism");
+      ->check(quiet(CLI::Range(0.0, 1.0)))->type_name("X")->group("Training");
+  app.add_option("--threads", o.threads, "OpenMP threads per rank (0: OMP_NUM_THREADS, else\n"
+                                         "SLURM_CPUS_PER_TASK, else this node's cores / its ranks)")->check(quiet(CLI::Range(0, 4096)))->type_name("N")->group("Parallelism");
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB")->check(quiet(CLI::Range(1e-6, 1e6)))->type_name("X")->group("Parallelism");
+  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB")->check(quiet(CLI::Range(1e-6, 1e6)))
+      ->type_name("X")->group("Parallelism");
   const std::map<std::string, hddp::ReduceMode> modes{
       {"blocking", hddp::ReduceMode::Blocking}, {"test", hddp::ReduceMode::Test}, {"thread", hddp::ReduceMode::Thread}};
   app.add_option("--reduce-mode", o.mode, "blocking | test | thread (as poly_train)")
-      ->transform(CLI::CheckedTransformer(modes))->group("Parallelism");
-  app.add_option("--timeout", o.timeout, "stall watchdog, seconds (0: off)")->check(CLI::Range(0.0, 1e9))->group("Parallelism");
-  app.add_option("--out", o.out, "folder for metrics.csv, confusion.csv, training.pdf")->group("Output");
+      ->transform(quiet(CLI::CheckedTransformer(modes)))->type_name("MODE")->group("Parallelism");
+  app.add_option("--timeout", o.timeout, "stall watchdog, seconds (0: off)")->check(quiet(CLI::Range(0.0, 1e9)))->type_name("SECONDS")->group("Parallelism");
+  app.add_option("--out", o.out, "folder for metrics.csv, confusion.csv, training.pdf")->type_name("DIR")->group("Output");
   app.add_flag("--plot,!--no-plot", o.plot, "draw training.pdf with gnuplot")->group("Output");
-  app.add_option("--stats-json", o.stats_json, "JSON lines: one object per epoch, then a summary")->group("Output");
+  app.add_option("--stats-json", o.stats_json, "JSON lines: one object per epoch, then a summary")->type_name("FILE")->group("Output");
   app.add_option("--export", o.export_path, "write the trained weights to FILE (safetensors, PyTorch's names)")
-      ->group("Output");
+      ->type_name("FILE")->group("Output");
   app.add_option("--checkpoint", o.checkpoint, "write a checkpoint (weights, optimizer state, epochs done, the\n"
                                                "metrics so far) to FILE atomically after every --checkpoint-every\n"
                                                "epochs and at the end; an existing FILE needs --resume")
-      ->group("Checkpoints");
+      ->type_name("FILE")->group("Checkpoints");
   app.add_option("--checkpoint-every", o.checkpoint_every, "epochs between checkpoints")->check(positive)
-      ->group("Checkpoints");
+      ->type_name("N")->group("Checkpoints");
   app.add_flag("--resume", o.resume, "continue from --checkpoint FILE up to --epochs (a total), bitwise the\n"
                                      "run that never stopped; start from scratch if FILE does not exist;\n"
                                      "a checkpoint of another run (model, optimizer, batch, seed, data,\n"
