@@ -1,21 +1,24 @@
-// GEMM micro-benchmarks: hddp's blocked GEMM, once per micro-kernel this CPU can execute, vs
-// OpenBLAS (and the naive twin up to 512).
-// Names: gemm/<backend>/<s|d>/<NN|NT|TN>/<M>x<N>x<K>, backend hddp-avx512, hddp-avx2, openblas,
-// naive; counters GFLOPS and peak_pct (percent of the FMA peak that bench_peak measures for the
-// widest instruction set, same precision and thread count, at start-up). Threads come from
-// OMP_NUM_THREADS (both hddp and the OpenMP build of OpenBLAS follow it).
-// Compare backends side by side in one run, e.g.
-//   OMP_NUM_THREADS=1 build/bench/bench_gemm --benchmark_filter='/s/NN/1024x'
-//     --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
-//     --benchmark_report_aggregates_only=true
+// GEMM micro-benchmarks: hddp's blocked GEMM as configured for this CPU (column "hddp": the
+// wisdom file or the built-in table, kernels/gemm_config.h), once per micro-kernel set with its
+// built-in blocking ("hddp-avx512", "hddp-avx2"), against the anchors (bench/gemm_anchors.h:
+// OpenBLAS with whatever kernel OPENBLAS_CORETYPE or its detection chose, BLIS) and the naive
+// twin up to 512^3. Every backend's result is checked against a double-precision oracle before
+// it is timed: a wrong one is reported as an error ("wrong results: ..."), never timed.
+// Names: gemm/<backend>/<s|d>/<NN|NT|TN>/<M>x<N>x<K>; counters GFLOPS and peak_pct (percent of
+// the FMA peak bench_peak's probe measures at start-up for the widest instruction set, same
+// precision and thread count). Threads come from OMP_NUM_THREADS (hddp, OpenBLAS and BLIS).
+// The context names the CPU's kernels: hddp_config, openblas_core, blis_kernel.
+// bench/gemm_table.sh runs it once per OpenBLAS kernel setting and makes the table.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "gemm_anchors.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_ukernel.h"
 #include "peak.h"
@@ -23,10 +26,7 @@
 namespace {
 
 using hddp::Trans;
-
-template <class T>
-using GemmFn = void (*)(Trans, Trans, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*,
-                        int64_t, T, T*, int64_t);
+using hddp::bench::GemmFn;
 
 // The machine's FMA peak (GFLOP/s) per precision for this thread count, measured once.
 double g_peak[2] = {0, 0};
@@ -36,10 +36,16 @@ void run_gemm(benchmark::State& state, GemmFn<T> fn, Trans ta, Trans tb, int64_t
               int64_t K) {
   std::vector<T> A(M * K), B(K * N), C(M * N);
   std::mt19937 rng(42);
-  std::uniform_int_distribution<int> d(-100, 100);  // exact in any order; no denormals
-  for (auto& x : A) x = T(d(rng)) / 128;
-  for (auto& x : B) x = T(d(rng)) / 128;
+  std::uniform_real_distribution<double> d(-1, 1);
+  for (auto& x : A) x = T(d(rng));
+  for (auto& x : B) x = T(d(rng));
   const int64_t lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
+  fn(ta, tb, M, N, K, T(1), A.data(), lda, B.data(), ldb, T(0), C.data(), N);
+  const std::string wrong = hddp::bench::oracle_mismatch<T>(ta, tb, M, N, K, T(1), A.data(), lda, B.data(), ldb, C.data(), N);
+  if (!wrong.empty()) {
+    state.SkipWithError(("wrong results: " + wrong).c_str());
+    return;
+  }
   for (auto _ : state) {
     fn(ta, tb, M, N, K, T(1), A.data(), lda, B.data(), ldb, T(0), C.data(), N);
     benchmark::DoNotOptimize(C.data());
@@ -56,28 +62,31 @@ struct Shape {
 };
 
 template <class T>
-void register_all(const char* prec) {
+GemmFn<T> pick(const hddp::bench::Anchor& a);
+template <>
+GemmFn<float> pick<float>(const hddp::bench::Anchor& a) { return a.s; }
+template <>
+GemmFn<double> pick<double>(const hddp::bench::Anchor& a) { return a.d; }
+
+// hddp on one kernel set with that set's built-in blocking.
+template <class T, const hddp::detail::Kernels& (*Set)()>
+void hddp_on(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+             const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  hddp::detail::gemm_blocked_with(Set(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <class T>
+void register_all(const char* prec, const std::vector<hddp::bench::Anchor>& anchors) {
+  // The tutorial's tiny products, a training step's thin ones (batch x width), squares.
   const Shape shapes[] = {{32, 20, 1},    {32, 1, 20},     {32, 20, 20},    {64, 64, 64},
                           {128, 128, 128}, {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024},
-                          {2048, 2048, 2048}, {4096, 1024, 1024}, {256, 4096, 4096}};
+                          {2048, 2048, 2048}, {4096, 1024, 1024}, {256, 1024, 1024}, {256, 4096, 4096}};
   const std::pair<const char*, std::pair<Trans, Trans>> trans[] = {
       {"NN", {Trans::No, Trans::No}}, {"NT", {Trans::No, Trans::Yes}}, {"TN", {Trans::Yes, Trans::No}}};
-  // hddp once per SIMD kernel set the CPU can execute (portable: only in the tests).
-  std::vector<std::pair<std::string, GemmFn<T>>> backends;
-  if (hddp::detail::cpu_has_avx512())
-    backends.push_back({"hddp-avx512", [](Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha,
-                                          const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
-                                          int64_t ldc) {
-      hddp::detail::gemm_blocked_with(hddp::detail::avx512_kernels(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }});
-  if (hddp::detail::cpu_has_avx2_fma())
-    backends.push_back({"hddp-avx2", [](Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha,
-                                        const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
-                                        int64_t ldc) {
-      hddp::detail::gemm_blocked_with(hddp::detail::avx2_kernels(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }});
-  if (backends.empty()) backends.push_back({"hddp-portable", &hddp::gemm_blocked<T>});
-  backends.push_back({"openblas", &hddp::gemm_openblas<T>});
+  std::vector<std::pair<std::string, GemmFn<T>>> backends{{"hddp", &hddp::gemm_blocked<T>}};
+  if (hddp::detail::cpu_has_avx512()) backends.push_back({"hddp-avx512", &hddp_on<T, hddp::detail::avx512_kernels>});
+  if (hddp::detail::cpu_has_avx2_fma()) backends.push_back({"hddp-avx2", &hddp_on<T, hddp::detail::avx2_kernels>});
+  for (const auto& a : anchors) backends.push_back({a.name, pick<T>(a)});
   backends.push_back({"naive", &hddp::gemm_naive<T>});
   for (const Shape& s : shapes)
     for (auto& [tname, t] : trans)
@@ -96,8 +105,10 @@ void register_all(const char* prec) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_all<float>("s");
-  register_all<double>("d");
+  std::vector<std::string> absent;
+  const std::vector<hddp::bench::Anchor> anchors = hddp::bench::gemm_anchors(absent);
+  register_all<float>("s", anchors);
+  register_all<double>("d", anchors);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   using namespace hddp::bench;
@@ -110,7 +121,17 @@ int main(int argc, char** argv) {
                 g_peak[0], g_peak[1], threads);
   benchmark::AddCustomContext("fma_peak", peak);
   benchmark::AddCustomContext("hddp_kernel", hddp::gemm_kernel_name());
-  benchmark::AddCustomContext("omp_max_threads", std::to_string(omp_get_max_threads()));
+  benchmark::AddCustomContext("hddp_config", hddp::gemm_config_description());
+  benchmark::AddCustomContext("omp_max_threads", std::to_string(threads));
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  benchmark::AddCustomContext("openblas_coretype_env", coretype ? coretype : "unset");
+  for (const auto& a : anchors) benchmark::AddCustomContext(a.name + "_kernel", a.kernel);
+  std::string missing;
+  for (const auto& why : absent) {
+    std::fprintf(stderr, "bench_gemm: anchor left out: %s\n", why.c_str());
+    missing += (missing.empty() ? "" : "; ") + why;
+  }
+  benchmark::AddCustomContext("anchors_absent", missing);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

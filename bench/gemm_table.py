@@ -1,30 +1,41 @@
 #!/usr/bin/env python3
-"""The GEMM table of bench/RESULTS.md from bench_gemm runs, one JSON file per thread count.
+"""The GEMM table of bench/RESULTS.md from bench_gemm runs (bench/gemm_table.sh makes them).
 
-Usage: python3 bench/gemm_table.py RUN.json [RUN.json ...]
-Each RUN.json: OMP_NUM_THREADS=T bench_gemm --benchmark_repetitions=R
---benchmark_enable_random_interleaving=true --benchmark_out=RUN.json --benchmark_out_format=json
-(bench/gemm_table.sh runs them). Per shape and thread count: the median of every backend
-(hddp once per micro-kernel, OpenBLAS), its percentage of the FMA peak that bench_gemm measured
-at start-up (bench_peak's probe, widest instruction set, same precision and thread count), and
-each hddp kernel's speed over OpenBLAS's (> 1: hddp faster). Tiny shapes are shown in ns.
+Usage: python3 bench/gemm_table.py RUN.json [RUN.json ...] [--csv OUT.csv]
+Each RUN.json: one bench_gemm process (OMP_NUM_THREADS=T, --benchmark_repetitions=R,
+--benchmark_enable_random_interleaving=true, --benchmark_out_format=json), with the anchors'
+kernels as that process had them (context openblas_kernel, blis_kernel: "detected" runs and
+AVX-512-forced runs). Per shape and thread count: hddp's median (the configured choice, and
+each micro-kernel set with its built-in blocking), every anchor's median under the kernel it
+ran, and hddp over the best anchor: min over anchors of anchor time / hddp time, both from
+the same process (> 1: hddp faster). Backends whose results were wrong are shown as such and
+left out. Tiny shapes are shown in ns. --csv writes one row per cell for bench/check_claims.py.
 """
+import csv
 import json
 import sys
 
+UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
-def medians(run):
-    """{(threads, backend, shape): (real_time_ns, gflops, peak_pct)} from one run's medians."""
-    threads = int(run["context"]["omp_max_threads"])
-    out = {}
+
+def load(path):
+    """(threads, {label: kernel}, {(backend, shape): record}, errors {(backend, shape): message})."""
+    run = json.load(open(path))
+    ctx = run["context"]
+    threads = int(ctx["omp_max_threads"])
+    kernels = {"openblas": ctx.get("openblas_kernel", "?"), "blis": ctx.get("blis_kernel", "?").split(" ")[0]}
+    meds, errors = {}, {}
     for b in run["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
         parts = b["run_name"].split("/")  # gemm/<backend>/<s|d>/<NN|NT|TN>/<MxNxK>/...
         backend, shape = parts[1], "/".join(parts[2:5])
-        ns = b["real_time"] * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[b["time_unit"]]
-        out[(threads, backend, shape)] = (ns, b["GFLOPS"], b["peak_pct"])
-    return out
+        if b.get("error_occurred"):
+            errors[(backend, shape)] = b.get("error_message", "error")
+            continue
+        if b.get("aggregate_name") != "median":
+            continue
+        ns = b["real_time"] * UNIT_NS[b["time_unit"]]
+        meds[(backend, shape)] = {"ns": ns, "gflops": b["GFLOPS"], "peak_pct": b["peak_pct"]}
+    return threads, kernels, meds, errors, ctx
 
 
 def shape_key(shape):
@@ -33,39 +44,86 @@ def shape_key(shape):
     return (prec, m * n * k, m, n, k, trans)
 
 
-def main(paths):
-    runs = [json.load(open(p)) for p in paths]
-    rows = {}
-    for run in runs:
-        ctx = run["context"]
-        print(f"- OMP_NUM_THREADS={ctx.get('omp_max_threads')}: FMA peak {ctx.get('fma_peak')}; "
-              f"hddp default kernel {ctx.get('hddp_kernel')}")
-        rows.update(medians(run))
-    hddp = sorted({b for (_, b, _) in rows if b.startswith("hddp-")}, reverse=True)  # avx512 first
-    cols = hddp + ["openblas"]
+def cell(r):
+    if r is None:
+        return "-"
+    if isinstance(r, str):
+        return r
+    return f"{r['ns']:.0f} ns" if r["ns"] < 10000 else f"{r['gflops']:.1f} ({r['peak_pct']:.0f} %)"
+
+
+def main(argv):
+    csv_out = None
+    if "--csv" in argv:
+        i = argv.index("--csv")
+        csv_out = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    if not argv:
+        sys.exit(__doc__)
+    runs = [load(p) for p in argv]
+    # Columns: hddp's own from the first run of each thread count; anchors per (name, kernel).
+    anchor_cols = []
+    for _, kernels, meds, errors, ctx in runs:
+        for name in ("openblas", "blis"):
+            col = (name, kernels[name])
+            if col not in anchor_cols and any(b == name for (b, _) in list(meds) + list(errors)):
+                anchor_cols.append(col)
+        print(f"- OMP_NUM_THREADS={ctx.get('omp_max_threads')}, OPENBLAS_CORETYPE={ctx.get('openblas_coretype_env')}: "
+              f"OpenBLAS ran {kernels['openblas']}, BLIS {ctx.get('blis_kernel', '-')}; FMA peak {ctx.get('fma_peak')}; "
+              f"hddp {ctx.get('hddp_config')}")
+        if ctx.get("anchors_absent"):
+            print(f"  - left out: {ctx['anchors_absent']}")
+    hddp_cols = sorted({b for (_, _, meds, _, _) in runs for (b, _) in meds if b.startswith("hddp")},
+                       key=lambda b: (b != "hddp", b == "hddp-avx2", b))
+    rows = []
+    threads_list = sorted({r[0] for r in runs})
+    shapes = sorted({s for r in runs for (_, s) in r[2]}, key=shape_key)
+    for t in threads_list:
+        mine = [r for r in runs if r[0] == t]
+        for shape in shapes:
+            first = mine[0][2]
+            if ("hddp", shape) not in first:
+                continue
+            cells = {c: first.get((c, shape)) for c in hddp_cols}
+            best, best_name = None, "-"
+            for _, kernels, meds, errors, _ in mine:
+                for name in ("openblas", "blis"):
+                    col = (name, kernels[name])
+                    if (name, shape) in errors:
+                        cells[col] = "wrong results"
+                        continue
+                    a, h = meds.get((name, shape)), meds.get(("hddp", shape))
+                    if a is None:
+                        continue
+                    cells[col] = a
+                    if h is not None:
+                        ratio = a["ns"] / h["ns"]
+                        if best is None or ratio < best:
+                            best, best_name = ratio, f"{name} {kernels[name]}"
+            rows.append((shape, t, cells, best, best_name))
+    head = ["shape", "threads"] + [f"{c} GFLOP/s (% peak)" if c == "hddp" else c for c in hddp_cols] + \
+           [f"{'OpenBLAS' if n == 'openblas' else 'BLIS'} {k}" for n, k in anchor_cols] + ["best anchor", "hddp / best anchor"]
     print()
-    print("| shape | threads | " + " | ".join(f"{c} (% peak)" for c in cols) + " | " +
-          " | ".join(f"{h.removeprefix('hddp-')} / OpenBLAS" for h in hddp) + " |")
-    print("|---|---|" + "---|" * (len(cols) + len(hddp)))
-    keys = sorted({(s, t) for (t, _, s) in rows}, key=lambda st: (shape_key(st[0]), st[1]))
-    for shape, t in keys:
-        if (t, "openblas", shape) not in rows:
-            continue
-        cells = []
-        for c in cols:
-            r = rows.get((t, c, shape))
-            if r is None:
-                cells.append("-")
-            elif r[0] < 10000:
-                cells.append(f"{r[0]:.0f} ns")
-            else:
-                cells.append(f"{r[1]:.1f} GFLOP/s ({r[2]:.0f} %)")
-        ob = rows[(t, "openblas", shape)][0]
-        ratios = [f"{ob / rows[(t, h, shape)][0]:.2f}" if (t, h, shape) in rows else "-" for h in hddp]
-        print(f"| {shape} | {t} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for shape, t, cells, best, best_name in rows:
+        vals = [cell(cells.get(c)) for c in hddp_cols] + [cell(cells.get(c)) for c in anchor_cols]
+        ratio = f"**{best:.2f}**" if best is not None and best < 1 else (f"{best:.2f}" if best is not None else "-")
+        print(f"| {shape} | {t} | " + " | ".join(vals) + f" | {best_name} | {ratio} |")
+    if csv_out:
+        with open(csv_out, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["shape", "threads", "column", "ns", "gflops", "peak_pct", "note"])
+            for shape, t, cells, best, best_name in rows:
+                for c, r in cells.items():
+                    name = c if isinstance(c, str) else f"{c[0]} {c[1]}"
+                    if isinstance(r, dict):
+                        w.writerow([shape, t, name, f"{r['ns']:.1f}", f"{r['gflops']:.2f}", f"{r['peak_pct']:.1f}", ""])
+                    elif isinstance(r, str):
+                        w.writerow([shape, t, name, "", "", "", r])
+                if best is not None:
+                    w.writerow([shape, t, "hddp / best anchor", "", "", "", f"{best:.3f} vs {best_name}"])
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
     main(sys.argv[1:])

@@ -3,7 +3,9 @@
 #include "kernels/cpu_isa.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/check.h"
 
@@ -50,6 +52,43 @@ const Features& features() {
 }
 
 }  // namespace
+
+CpuModel cpu_model() {
+  CpuModel m;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return m;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
+  m.vendor = vendor;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return m;
+  const int base_family = (a >> 8) & 0xf, base_model = (a >> 4) & 0xf;
+  m.family = base_family == 0xf ? base_family + ((a >> 20) & 0xff) : base_family;
+  m.model = base_family == 0x6 || base_family == 0xf ? (((a >> 16) & 0xf) << 4) + base_model : base_model;
+#endif
+  return m;
+}
+
+std::string cpu_model_key() {
+  const CpuModel m = cpu_model();
+  std::string brand;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned regs[12] = {};
+  if (__get_cpuid(0x80000000, &regs[0], &regs[1], &regs[2], &regs[3]) && regs[0] >= 0x80000004) {
+    for (unsigned leaf = 0; leaf < 3; ++leaf)
+      __get_cpuid(0x80000002 + leaf, &regs[4 * leaf], &regs[4 * leaf + 1], &regs[4 * leaf + 2], &regs[4 * leaf + 3]);
+    char text[49] = {};
+    std::memcpy(text, regs, 48);
+    brand = text;
+    const size_t first = brand.find_first_not_of(' '), last = brand.find_last_not_of(' ');
+    brand = first == std::string::npos ? "" : brand.substr(first, last - first + 1);
+  }
+#endif
+  char head[96];
+  std::snprintf(head, sizeof head, "%s family %d model %d", m.vendor.empty() ? "unknown" : m.vendor.c_str(),
+                m.family, m.model);
+  return std::string(head) + ": " + (brand.empty() ? "unknown" : brand);
+}
 
 bool cpu_has_avx2_fma() { return features().avx2_fma; }
 bool cpu_has_avx512() { return features().avx512; }

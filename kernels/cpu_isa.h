@@ -11,6 +11,17 @@ namespace hddp::detail {
 bool cpu_has_avx2_fma();
 bool cpu_has_avx512();
 
+// This CPU's model as tuned choices are keyed by (gemm_config.h): vendor, family and model as
+// Linux shows them (display family/model) and the brand string, e.g.
+// "GenuineIntel family 6 model 207: Intel(R) Xeon(R) Processor".
+std::string cpu_model_key();
+// Vendor, display family and model alone (the built-in table's rows match on these).
+struct CpuModel {
+  std::string vendor;  // "GenuineIntel", "AuthenticAMD", "" off x86
+  int family = 0, model = 0;
+};
+CpuModel cpu_model();
+
 // Why the set `name` cannot run here ("" when it can); an unknown name throws
 // std::invalid_argument naming `env_var` and the valid names.
 std::string isa_unsupported_reason(const std::string& name, const char* env_var);

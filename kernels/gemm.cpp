@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "kernels/check.h"
+#include "kernels/gemm_config.h"
 #include "kernels/gemm_ukernel.h"
 
 namespace hddp {
@@ -68,6 +69,14 @@ const char* to_string(GemmBackend b) {
   return "?";
 }
 
-const char* gemm_kernel_name() { return detail::cpu_kernels().name; }
+const char* gemm_kernel_name() { return detail::gemm_config().set_s; }
+
+std::string gemm_config_description() {
+  const detail::GemmConfig& c = detail::gemm_config();
+  return "float " + detail::describe(c.set_s, c.kernels.s.blocking) + "; double " +
+         detail::describe(c.set_d, c.kernels.d.blocking) + "; from " + c.source;
+}
+
+std::string gemm_wisdom_path() { return detail::wisdom_path(); }
 
 }  // namespace hddp

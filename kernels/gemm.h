@@ -32,10 +32,21 @@ GemmBackend gemm_backend();
 GemmBackend parse_gemm_backend(const std::string& name);  // throws std::invalid_argument
 const char* to_string(GemmBackend b);
 
-// Name of the micro-kernel set the Blocked backend runs ("avx512", "avx2" or "portable"):
-// the widest this CPU supports, or the one forced by env HDDP_GEMM_KERNEL (unknown or
-// unsupported names throw std::invalid_argument).
+// Name of the micro-kernel set the Blocked backend runs for float ("avx512", "avx2" or
+// "portable"), as chosen for this CPU (kernels/gemm_config.h: env HDDP_GEMM_KERNEL forces
+// one, else the wisdom file gemm_tune wrote, else the built-in table; unknown or unsupported
+// names and malformed wisdom throw std::invalid_argument).
 const char* gemm_kernel_name();
+// The whole choice in one line: set and blocking per precision and where it came from, e.g.
+// "float avx512 12x32 MC 192 KC 256 NC 4096; double ...; from wisdom /root/.config/...".
+std::string gemm_config_description();
+// The wisdom file this process reads ("" for none): $HDDP_GEMM_WISDOM, else
+// $XDG_CONFIG_HOME/hddp/gemm_wisdom.json, else $HOME/.config/hddp/gemm_wisdom.json.
+std::string gemm_wisdom_path();
+
+// OpenBLAS's name for the kernels it runs on this CPU (openblas_get_corename(): "SkylakeX",
+// "Haswell", "Prescott" ...), as OPENBLAS_CORETYPE and its own detection chose them at load.
+std::string openblas_core_name();
 
 // The backends themselves, callable directly (tests and benchmarks compare them side by
 // side). Same contract as gemm(); arguments are checked by each.

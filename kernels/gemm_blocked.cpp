@@ -163,13 +163,8 @@ void gemm_blocked_with(const Kernels& kernels, Trans ta, Trans tb, int64_t M, in
   if (gemm_prologue(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   const KernelSet<T>& ks = kernel_set<T>(kernels);
 
-  // Tiny products: the direct path (its panel must fit the stack buffer).
-  constexpr int64_t V = 32 / sizeof(T);
-  const int64_t small_cols = (N < V && M > N) ? M : N;
-  if (M * N * K <= kSmallMaxMNK && K * ((small_cols + V - 1) / V * V) <= kSmallMaxPack) {
-    ks.small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
+  // Tiny products: the direct path, where it takes them.
+  if (ks.small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
 
   const int64_t MR = ks.blocking.MR, NR = ks.blocking.NR;
   const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ks};

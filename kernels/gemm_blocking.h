@@ -44,8 +44,38 @@ inline constexpr int64_t kMaxMR = 16, kMaxNR = 32;
 inline constexpr double kMinFlopsPerThread = 4.0e6;
 
 // The direct (unpacked) path for tiny products: the tutorial's (32x20)(20x1) and friends.
-// Taken when M*N*K <= kSmallMaxMNK and the packed copy of one operand fits kSmallMaxPack.
+// Taken when M*N*K <= kSmallMaxMNK and one operand's panel, rows padded to 128 bits, fits
+// kSmallMaxPack elements (gemm_small.h).
 inline constexpr int64_t kSmallMaxMNK = 32 * 32 * 32;
 inline constexpr int64_t kSmallMaxPack = 4096;
+
+}  // namespace hddp::detail
+
+namespace hddp::detail {
+
+// The built-in per-CPU choice, used where no wisdom file has an entry for this CPU
+// (gemm_config.h; gemm_tune writes wisdom): the first row whose vendor, family and model range
+// (display values, inclusive) match. No match: the widest set with its blocking above. Each
+// row's blocking has its set's MR and NR (test_gemm_config checks).
+struct CpuChoice {
+  const char* vendor;
+  int family, model_lo, model_hi;
+  const char* set_s;
+  Blocking s;
+  const char* set_d;
+  Blocking d;
+  const char* why;  // the measurement behind the row
+};
+
+inline constexpr CpuChoice kCpuChoices[] = {
+    // Zen 4 runs 512-bit operations at the 256-bit rate: the AVX2 kernel led at the training
+    // step's thin shapes (256,4096,4096) NT 83 vs 75 GFLOP/s, TN 78 vs 72 (issue 27's table).
+    {"AuthenticAMD", 25, 0x10, 0x1f, "avx2", kAvx2Float, "avx2", kAvx2Double,
+     "Zen 4 (EPYC 9004): AVX2 kernel, measured ahead at thin shapes"},
+    {"AuthenticAMD", 25, 0x60, 0x7f, "avx2", kAvx2Float, "avx2", kAvx2Double,
+     "Zen 4 (Ryzen 7000/8000): as EPYC 9004"},
+    {"AuthenticAMD", 25, 0xa0, 0xaf, "avx2", kAvx2Float, "avx2", kAvx2Double,
+     "Zen 4c (EPYC 97x4/8004): as EPYC 9004"},
+};
 
 }  // namespace hddp::detail

@@ -1,7 +1,8 @@
-// Which micro-kernel set gemm_blocked runs: cpu_isa.h's rule with HDDP_GEMM_KERNEL.
+// The micro-kernel sets by name; the one gemm_blocked runs is gemm_config()'s choice.
 #include <string>
 
 #include "kernels/cpu_isa.h"
+#include "kernels/gemm_config.h"
 #include "kernels/gemm_ukernel.h"
 
 namespace hddp::detail {
@@ -17,9 +18,6 @@ const Kernels* kernels_by_name(const std::string& name) {
   return &portable_kernels();
 }
 
-const Kernels& cpu_kernels() {
-  static const Kernels& k = *kernels_by_name(isa_choice("HDDP_GEMM_KERNEL"));
-  return k;
-}
+const Kernels& cpu_kernels() { return gemm_config().kernels; }
 
 }  // namespace hddp::detail

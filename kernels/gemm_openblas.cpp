@@ -18,6 +18,8 @@ CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::No ? CblasNoTrans : Cb
 
 }  // namespace
 
+std::string openblas_core_name() { return openblas_get_corename(); }
+
 template <>
 void gemm_openblas<float>(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
                           const float* A, int64_t lda, const float* B, int64_t ldb, float beta,

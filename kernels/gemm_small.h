@@ -4,8 +4,9 @@
 // C is written once. No threads, no heap, no big packing: tens of nanoseconds per call.
 //
 // Included by each micro-kernel file inside its own namespace (HDDP_ISA), so the same loops
-// are compiled once per instruction set without ODR clashes. The loops are plain C++ shaped
-// for the auto-vectoriser: W columns of P (two SIMD registers) times RB rows in registers.
+// are compiled once per instruction set without ODR clashes, with that set's register width
+// HDDP_SMALL_VEC_BYTES (32 unless defined: 64 for AVX-512). The loops are plain C++ with
+// GCC vector extensions: W columns of P (up to two registers) times RB rows in registers.
 #include <algorithm>
 #include <cstdint>
 
@@ -14,6 +15,9 @@
 
 #ifndef HDDP_ISA
 #error "define HDDP_ISA (the namespace for this instruction set) before including gemm_small.h"
+#endif
+#ifndef HDDP_SMALL_VEC_BYTES
+#define HDDP_SMALL_VEC_BYTES 32
 #endif
 
 namespace hddp::detail::HDDP_ISA {
@@ -32,8 +36,8 @@ struct SmallProblem {
   int64_t rsc, csc;
 };
 
-// GCC/Clang vector extensions: 256 bits of T. Without AVX the compiler lowers each one to
-// two SSE registers, so the same source serves every instruction set.
+// GCC/Clang vector extensions: Lanes elements of T. Without AVX the compiler lowers a 256-bit
+// one to two SSE registers, so the same source serves every instruction set.
 template <class T, int Lanes>
 struct Simd {
   static constexpr int V = Lanes;
@@ -110,7 +114,7 @@ inline void small_chunk(const SmallProblem<T>& p, int64_t c0) {
 template <class T>
 inline void small_outer(int64_t M, int64_t N, T alpha, const T* a, int64_t inca, const T* b,
                         T beta, T* C, int64_t ldc) {
-  constexpr int V = 32 / sizeof(T), H = V / 2;
+  constexpr int V = HDDP_SMALL_VEC_BYTES / sizeof(T), H = V / 2;
   using V8 = typename Simd<T, V>::uvec;
   using V4 = typename Simd<T, H>::uvec;
   // Whole registers cover [0, nv); the columns past it (N % H of them) go element-wise.
@@ -144,7 +148,7 @@ inline void small_outer(int64_t M, int64_t N, T alpha, const T* a, int64_t inca,
 template <class T>
 inline void small_dot(int64_t M, int64_t K, T alpha, const T* A, int64_t lda, const T* b,
                       T beta, T* C, int64_t ldc) {
-  constexpr int V = 32 / sizeof(T);
+  constexpr int V = 32 / sizeof(T);  // 256 bits: K is short, a wider sum costs more to reduce
   using VT = typename Simd<T, V>::uvec;
   using VA = typename Simd<T, V>::vec;
   auto hsum = [](VA v) {
@@ -180,10 +184,22 @@ inline void small_dot(int64_t M, int64_t K, T alpha, const T* A, int64_t lda, co
   }
 }
 
+// The direct path: returns false, doing nothing, when the product is too big for it (the
+// caller then runs the blocked path); else computes it (full gemm contract after the
+// argument checks and the M/N/K/alpha special cases).
 template <class T>
-void gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                 int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  constexpr int V = 32 / sizeof(T);  // elements per 256-bit register
+  constexpr int V = HDDP_SMALL_VEC_BYTES / sizeof(T);  // elements per register
+  constexpr int H = V / 2;                             // half a register
+  constexpr int Q = V * sizeof(T) == 64 ? V / 4 : H;   // the narrowest chunk: 128 bits
+  // Orientation: columns of the canonical form run along C's rows (contiguous stores)
+  // unless N is tiny and M is not; then compute C^T = op(B)^T op(A)^T instead.
+  const bool transposed = N < V && M > N;
+  const int64_t cols = transposed ? M : N;
+  const int64_t ldp = (cols + Q - 1) / Q * Q;
+  if (M * N * K > kSmallMaxMNK || K * ldp > kSmallMaxPack) return false;
+
   alignas(64) T panel[kSmallMaxPack];
   if (K == 1) {  // outer product: op(B) is one row; contiguous unless B is stored N x 1
     const T* b = B;
@@ -192,7 +208,7 @@ void gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
       b = panel;
     }
     small_outer(M, N, alpha, A, ta == Trans::No ? lda : 1, b, beta, C, ldc);
-    return;
+    return true;
   }
   if (N == 1 && ta == Trans::No) {  // dot products of A's rows with op(B)'s one column
     const T* b = B;
@@ -201,49 +217,53 @@ void gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
       b = panel;
     }
     small_dot(M, K, alpha, A, lda, b, beta, C, ldc);
-    return;
+    return true;
   }
-  // Orientation: columns of the canonical form run along C's rows (contiguous stores)
-  // unless N is tiny and M is not; then compute C^T = op(B)^T op(A)^T instead.
-  const bool transposed = N < V && M > N;
   SmallProblem<T> p{};
   p.K = K;
   p.alpha = alpha;
   p.beta = beta;
   p.C = C;
-  int64_t cols;
+  p.Cn = cols;
+  // P(k, c): op(B)(k, c) in the normal orientation, op(A)(c, k) in the transposed one.
+  // Where its rows are stored contiguously and the chunks below end exactly at `cols` (a
+  // multiple of Q), P is the operand itself: no copy.
+  const T* src = transposed ? A : B;
+  const int64_t ld = transposed ? lda : ldb;
+  const bool rows_contiguous = transposed ? ta == Trans::Yes : tb == Trans::No;
   if (!transposed) {
-    p.R = M, cols = N;
+    p.R = M;
     p.X = A, p.rsx = ta == Trans::No ? lda : 1, p.csx = ta == Trans::No ? 1 : lda;
     p.rsc = ldc, p.csc = 1;
   } else {
-    p.R = N, cols = M;
+    p.R = N;
     p.X = B, p.rsx = tb == Trans::No ? 1 : ldb, p.csx = tb == Trans::No ? ldb : 1;
     p.rsc = 1, p.csc = ldc;
   }
-  p.Cn = cols;
-  constexpr int H = V / 2;  // lanes of a 128-bit register
-  p.ldp = (cols + H - 1) / H * H;
-  // P(k, c): op(B)(k, c) in the normal orientation, op(A)(c, k) in the transposed one.
-  for (int64_t k = 0; k < K; ++k) {
-    T* dst = panel + k * p.ldp;
-    if (!transposed) {
-      if (tb == Trans::No) std::copy(B + k * ldb, B + k * ldb + cols, dst);
-      else for (int64_t c = 0; c < cols; ++c) dst[c] = B[c * ldb + k];
-    } else {
-      if (ta == Trans::Yes) std::copy(A + k * lda, A + k * lda + cols, dst);
-      else for (int64_t c = 0; c < cols; ++c) dst[c] = A[c * lda + k];
+  if (rows_contiguous && cols % Q == 0) {
+    p.P = src, p.ldp = ld;
+  } else {
+    p.ldp = ldp;
+    for (int64_t k = 0; k < K; ++k) {
+      T* dst = panel + k * ldp;
+      if (rows_contiguous) std::copy(src + k * ld, src + k * ld + cols, dst);
+      else for (int64_t c = 0; c < cols; ++c) dst[c] = src[c * ld + k];
+      std::fill(dst + cols, dst + ldp, T(0));
     }
-    std::fill(dst + cols, dst + p.ldp, T(0));
+    p.P = panel;
   }
-  p.P = panel;
-  // Column chunks of 2, 1 and 1/2 registers (256-bit), so that a width such as 20 floats is
-  // covered by whole registers (16 + 4); only a remainder below 1/2 register goes element-wise.
+  // Column chunks of 2, 1, 1/2 and (512-bit) 1/4 registers, so that a width such as 20
+  // floats is covered by whole registers (16 + 4); only a remainder below the narrowest goes
+  // through a partly used register.
+  constexpr int RB2 = V * sizeof(T) == 64 ? 8 : 4;  // rows per block of two registers
   int64_t c0 = 0;
-  for (; cols - c0 >= 2 * V; c0 += 2 * V) small_chunk<4, 2 * V, V>(p, c0);
+  for (; cols - c0 >= 2 * V; c0 += 2 * V) small_chunk<RB2, 2 * V, V>(p, c0);
   if (cols - c0 >= V) small_chunk<8, V, V>(p, c0), c0 += V;
   if (cols - c0 >= H) small_chunk<8, H, H>(p, c0), c0 += H;
-  if (cols - c0 > 0) small_chunk<8, H, H>(p, c0);
+  if constexpr (Q < H)
+    if (cols - c0 >= Q) small_chunk<8, Q, Q>(p, c0), c0 += Q;
+  if (cols - c0 > 0) small_chunk<8, Q, Q>(p, c0);
+  return true;
 }
 
 }  // namespace hddp::detail::HDDP_ISA

@@ -22,9 +22,10 @@ template <class T>
 using UKernel = void (*)(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc);
 
 // Direct path for tiny products (no packing of the big kind, no threads); full gemm contract
-// after argument checks and the M/N/K/alpha special cases (gemm_small.h).
+// after argument checks and the M/N/K/alpha special cases (gemm_small.h). Returns false,
+// having done nothing, where the product is too big for it.
 template <class T>
-using SmallGemm = void (*)(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha,
+using SmallGemm = bool (*)(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha,
                            const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
                            int64_t ldc);
 
@@ -64,9 +65,9 @@ template <class T>
 PackRows<T> avx2_pack_b_rows(int64_t w);
 
 
-// The set gemm_blocked runs, chosen on first use: HDDP_GEMM_KERNEL=avx512|avx2|portable forces
-// one (an unknown name, or one this CPU cannot execute, throws std::invalid_argument);
-// unset, the widest the CPU supports.
+// The sets gemm_blocked runs, with their blocking, chosen on first use (gemm_config.h:
+// HDDP_GEMM_KERNEL, the wisdom file, the built-in table; a bad value throws
+// std::invalid_argument). Its float and double halves may come from different sets.
 const Kernels& cpu_kernels();
 // The set of that name if this CPU can execute it, else nullptr; throws on an unknown name.
 const Kernels* kernels_by_name(const std::string& name);

@@ -109,11 +109,30 @@ inline void transpose4x4(__m256d r[4]) {
   r[2] = _mm256_permute2f128_pd(t0, t2, 0x31), r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
-// NR rows of B^T (contiguous in k) -> dst[k*NR + j]: NR/8 transposes of 8 x 8 per 8 k.
+// The packers below read rows of one operand that are contiguous in k, many rows at once. With
+// a leading dimension of a power of two (4 KiB for 1024 floats) all those rows map to the same
+// L1 set and evict each other, so each 64-byte line is used whole as soon as it is loaded: k
+// advances by a line (16 floats, 8 doubles) per step, as two transposes.
+
+// NR rows of B^T (contiguous in k) -> dst[k*NR + j]: per 16 k, NR/8 x 2 transposes of 8 x 8.
 template <int NR>
 void pack_b_rows_s(const float* src, int64_t ld, int64_t kc, float* dst) {
   static_assert(NR % 8 == 0);
   int64_t k = 0;
+  for (; k + 16 <= kc; k += 16)
+    for (int h = 0; h < NR / 8; ++h) {
+      __m256 lo[8], hi[8];
+      for (int j = 0; j < 8; ++j) {
+        lo[j] = _mm256_loadu_ps(src + (h * 8 + j) * ld + k);
+        hi[j] = _mm256_loadu_ps(src + (h * 8 + j) * ld + k + 8);
+      }
+      transpose8x8(lo);
+      transpose8x8(hi);
+      for (int kk = 0; kk < 8; ++kk) {
+        _mm256_storeu_ps(dst + (k + kk) * NR + h * 8, lo[kk]);
+        _mm256_storeu_ps(dst + (k + 8 + kk) * NR + h * 8, hi[kk]);
+      }
+    }
   for (; k + 8 <= kc; k += 8)
     for (int h = 0; h < NR / 8; ++h) {
       __m256 r[8];
@@ -133,35 +152,42 @@ void pack_a_rows_s(const float* src, int64_t ld, int64_t kc, float* dst) {
   const __m256i mask = _mm256_setr_epi32(tail > 0 ? -1 : 0, tail > 1 ? -1 : 0, tail > 2 ? -1 : 0,
                                          tail > 3 ? -1 : 0, tail > 4 ? -1 : 0, tail > 5 ? -1 : 0,
                                          tail > 6 ? -1 : 0, 0);
-  int64_t k = 0;
-  for (; k + 8 <= kc; k += 8)
-    for (int g = 0; g < MR; g += 8) {
-      const int rows = MR - g < 8 ? MR - g : 8;
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(src + (g + i) * ld + k) : _mm256_setzero_ps();
-      transpose8x8(r);
-      for (int kk = 0; kk < 8; ++kk) {
-        float* d = dst + (k + kk) * MR + g;
-        if (rows == 8) _mm256_storeu_ps(d, r[kk]);
-        else _mm256_maskstore_ps(d, mask, r[kk]);
-      }
+  // Rows g..g+rows of columns k..k+8 transposed into dst.
+  auto block = [&](int64_t k, int g) {
+    const int rows = MR - g < 8 ? MR - g : 8;
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(src + (g + i) * ld + k) : _mm256_setzero_ps();
+    transpose8x8(r);
+    for (int kk = 0; kk < 8; ++kk) {
+      float* d = dst + (k + kk) * MR + g;
+      if (rows == 8) _mm256_storeu_ps(d, r[kk]);
+      else _mm256_maskstore_ps(d, mask, r[kk]);
     }
+  };
+  int64_t k = 0;
+  for (; k + 16 <= kc; k += 16)
+    for (int g = 0; g < MR; g += 8) block(k, g), block(k + 8, g);
+  for (; k + 8 <= kc; k += 8)
+    for (int g = 0; g < MR; g += 8) block(k, g);
   for (; k < kc; ++k)
     for (int i = 0; i < MR; ++i) dst[k * MR + i] = src[i * ld + k];
 }
 
-// NR rows of B^T -> dst[k*NR + j]: NR/4 transposes of 4 x 4 per 4 k.
+// NR rows of B^T -> dst[k*NR + j]: per 8 k, NR/4 x 2 transposes of 4 x 4.
 template <int NR>
 void pack_b_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
   static_assert(NR % 4 == 0);
+  auto block = [&](int64_t k, int h) {
+    __m256d r[4];
+    for (int j = 0; j < 4; ++j) r[j] = _mm256_loadu_pd(src + (h * 4 + j) * ld + k);
+    transpose4x4(r);
+    for (int kk = 0; kk < 4; ++kk) _mm256_storeu_pd(dst + (k + kk) * NR + h * 4, r[kk]);
+  };
   int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int h = 0; h < NR / 4; ++h) block(k, h), block(k + 4, h);
   for (; k + 4 <= kc; k += 4)
-    for (int h = 0; h < NR / 4; ++h) {
-      __m256d r[4];
-      for (int j = 0; j < 4; ++j) r[j] = _mm256_loadu_pd(src + (h * 4 + j) * ld + k);
-      transpose4x4(r);
-      for (int kk = 0; kk < 4; ++kk) _mm256_storeu_pd(dst + (k + kk) * NR + h * 4, r[kk]);
-    }
+    for (int h = 0; h < NR / 4; ++h) block(k, h);
   for (; k < kc; ++k)
     for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j * ld + k];
 }
@@ -171,19 +197,22 @@ void pack_b_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
 template <int MR>
 void pack_a_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
   static_assert(MR % 2 == 0);
-  int64_t k = 0;
-  for (; k + 4 <= kc; k += 4)
-    for (int g = 0; g < MR; g += 4) {
-      const int rows = MR - g < 4 ? MR - g : 4;
-      __m256d r[4];
-      for (int i = 0; i < 4; ++i) r[i] = i < rows ? _mm256_loadu_pd(src + (g + i) * ld + k) : _mm256_setzero_pd();
-      transpose4x4(r);
-      for (int kk = 0; kk < 4; ++kk) {
-        double* d = dst + (k + kk) * MR + g;
-        if (rows == 4) _mm256_storeu_pd(d, r[kk]);
-        else _mm_storeu_pd(d, _mm256_castpd256_pd128(r[kk]));
-      }
+  auto block = [&](int64_t k, int g) {
+    const int rows = MR - g < 4 ? MR - g : 4;
+    __m256d r[4];
+    for (int i = 0; i < 4; ++i) r[i] = i < rows ? _mm256_loadu_pd(src + (g + i) * ld + k) : _mm256_setzero_pd();
+    transpose4x4(r);
+    for (int kk = 0; kk < 4; ++kk) {
+      double* d = dst + (k + kk) * MR + g;
+      if (rows == 4) _mm256_storeu_pd(d, r[kk]);
+      else _mm_storeu_pd(d, _mm256_castpd256_pd128(r[kk]));
     }
+  };
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int g = 0; g < MR; g += 4) block(k, g), block(k + 4, g);
+  for (; k + 4 <= kc; k += 4)
+    for (int g = 0; g < MR; g += 4) block(k, g);
   for (; k < kc; ++k)
     for (int i = 0; i < MR; ++i) dst[k * MR + i] = src[i * ld + k];
 }

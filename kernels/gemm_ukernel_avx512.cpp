@@ -1,8 +1,8 @@
-// AVX-512F micro-kernels: sgemm 12x32 and dgemm 14x16 (MR rows x 2 zmm registers).
+// AVX-512F micro-kernels: sgemm 12x32 and dgemm 14x16 (MR rows x 2 zmm registers), and the
+// direct path for tiny products (gemm_small.h) on 512-bit registers.
 // The only file of hddp built with -mavx512f; it is called only after the CPU was checked
-// (gemm_kernels.cpp). The packers and the direct path for tiny products are the AVX2 ones
-// (every AVX-512 CPU has AVX2): the loops they run are memory-bound or too short to gain from
-// 512-bit registers.
+// (gemm_kernels.cpp). The packers are the AVX2 ones (every AVX-512 CPU has AVX2): they are
+// memory-bound.
 //
 // Register use per micro-tile: MR x 2 accumulators (24 float, 28 double), 2 zmm for the
 // current row of the B micro-panel, 1 for the broadcast element of A (of 32 zmm registers).
@@ -12,6 +12,10 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_ukernel.h"
+
+#define HDDP_ISA avx512
+#define HDDP_SMALL_VEC_BYTES 64
+#include "kernels/gemm_small.h"
 
 namespace hddp::detail {
 namespace {
@@ -102,15 +106,12 @@ static_assert(kAvx512Float.NR % kLanesF == 0 && kAvx512Double.NR % kLanesD == 0)
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k = [] {
-    const Kernels& avx2 = avx2_kernels();
-    return Kernels{
-        "avx512",
-        {kAvx512Float, &ukernel_avx512<float, kAvx512Float.MR, kAvx512Float.NR / kLanesF>, avx2.s.small,
-         avx2_pack_a_rows<float>(kAvx512Float.MR), avx2_pack_b_rows<float>(kAvx512Float.NR)},
-        {kAvx512Double, &ukernel_avx512<double, kAvx512Double.MR, kAvx512Double.NR / kLanesD>, avx2.d.small,
-         avx2_pack_a_rows<double>(kAvx512Double.MR), avx2_pack_b_rows<double>(kAvx512Double.NR)}};
-  }();
+  static const Kernels k{
+      "avx512",
+      {kAvx512Float, &ukernel_avx512<float, kAvx512Float.MR, kAvx512Float.NR / kLanesF>, &avx512::gemm_small<float>,
+       avx2_pack_a_rows<float>(kAvx512Float.MR), avx2_pack_b_rows<float>(kAvx512Float.NR)},
+      {kAvx512Double, &ukernel_avx512<double, kAvx512Double.MR, kAvx512Double.NR / kLanesD>, &avx512::gemm_small<double>,
+       avx2_pack_a_rows<double>(kAvx512Double.MR), avx2_pack_b_rows<double>(kAvx512Double.NR)}};
   return k;
 }
 

@@ -7,6 +7,7 @@ PKGS=(
   build-essential cmake pkg-config
   libopenmpi-dev openmpi-bin
   libopenblas-openmp-dev
+  libblis-openmp-dev   # bench_gemm: BLIS, the second GEMM anchor
   libgtest-dev libgmock-dev libbenchmark-dev
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   nlohmann-json3-dev

@@ -37,29 +37,56 @@ for isa in avx2 avx512; do
   done
 done
 
-# 2. The table on two shapes (one reported in ns, one in GFLOP/s), 1 and 2 threads.
-GEMM_FILTER='/(hddp-[a-z0-9]*|openblas)/s/NN/(32x20x1|128x128x128)/' REPS=2 OUT_DIR="$WORK/json" \
-  HDDP_BUILD_DIR="$BUILD" HDDP_BENCH_LOCK='' timeout 300 bash "$ROOT/bench/gemm_table.sh" 1 2 \
+# 2. The table on two shapes (one reported in ns, one in GFLOP/s), 1 and 2 threads: hddp's
+#    columns per micro-kernel set the CPU runs, the anchors under the kernels they ran (a
+#    second OpenBLAS and BLIS column forced to AVX-512 where the CPU has it), and hddp over the
+#    best anchor as a positive number on every row.
+GEMM_FILTER='/(hddp[-a-z0-9]*|openblas|blis)/s/NN/(32x20x1|128x128x128)/' REPS=2 OUT_DIR="$WORK/json" \
+  HDDP_BUILD_DIR="$BUILD" HDDP_BENCH_LOCK='' timeout 400 bash "$ROOT/bench/gemm_table.sh" 1 2 \
   >"$WORK/table.md" 2>"$WORK/table.err" || fail "gemm_table.sh: exit $?: $(tail -3 "$WORK/table.err")"
 cat "$WORK/table.md"
 header=$(grep '^| shape |' "$WORK/table.md")
 for isa in avx2 avx512; do
   if [ "${!isa}" = yes ]; then
-    grep -q "hddp-$isa (% peak)" <<<"$header" && pass "column hddp-$isa" || fail "no column hddp-$isa: $header"
+    grep -q "| hddp-$isa |" <<<"$header" && pass "column hddp-$isa" || fail "no column hddp-$isa: $header"
   else
     grep -q "hddp-$isa" <<<"$header" && fail "column hddp-$isa on a CPU without it" || pass "no column hddp-$isa"
   fi
 done
-grep -q '^CPU: .*AVX-512F' "$WORK/table.md" && pass "CPU line" || fail "no CPU line"
+grep -q '| hddp GFLOP/s (% peak) |' <<<"$header" && pass "column hddp (the configured choice)" || fail "no hddp column: $header"
+grep -q '| OpenBLAS [A-Za-z0-9]* |' <<<"$header" && pass "an OpenBLAS column named by its kernel" || fail "no OpenBLAS column: $header"
+grep -q '| BLIS [a-z0-9_]* |' <<<"$header" && pass "a BLIS column named by its configuration" || fail "no BLIS column (is libblis-openmp-dev installed?): $header"
+if [ $avx512 = yes ]; then
+  grep -q '| OpenBLAS SkylakeX |' <<<"$header" && pass "OpenBLAS forced to AVX-512" || fail "no OpenBLAS SkylakeX column: $header"
+  grep -q '| BLIS skx |' <<<"$header" && pass "BLIS forced to skx" || fail "no BLIS skx column: $header"
+fi
+grep -q '^CPU: .*family .*AVX-512F' "$WORK/table.md" && pass "CPU line" || fail "no CPU line"
 for t in 1 2; do
-  grep -q "^- OMP_NUM_THREADS=$t: FMA peak" "$WORK/table.md" && pass "peak line, $t thread(s)" || fail "no peak line for $t"
+  grep -q "^- OMP_NUM_THREADS=$t, OPENBLAS_CORETYPE=unset: OpenBLAS ran" "$WORK/table.md" && pass "run line, $t thread(s)" || fail "no run line for $t"
   r=$(grep "^| s/NN/32x20x1 | $t |" "$WORK/table.md")
   grep -qE '\| [0-9]+ ns \|' <<<"$r" && pass "32x20x1 at $t in ns" || fail "32x20x1 at $t: '$r'"
   r=$(grep "^| s/NN/128x128x128 | $t |" "$WORK/table.md")
-  grep -qE 'GFLOP/s \([0-9]+ %\)' <<<"$r" && pass "128^3 at $t in GFLOP/s with % peak" || fail "128^3 at $t: '$r'"
-  awk -F'|' '{for (i = NF - 1; i > NF - 1 - n; --i) if ($i + 0 <= 0) exit 1}' n=$(grep -o 'hddp-' <<<"$header" | wc -l) <<<"$r" \
-    && pass "ratios at $t are positive numbers" || fail "ratios at $t: '$r'"
+  grep -qE '\| [0-9.]+ \([0-9]+ %\) \|' <<<"$r" && pass "128^3 at $t in GFLOP/s with % peak" || fail "128^3 at $t: '$r'"
+  awk -F'|' '{gsub(/[* ]/, "", $(NF - 1)); exit !($(NF - 1) + 0 > 0)}' <<<"$r" \
+    && pass "hddp / best anchor at $t is a positive number" || fail "ratio at $t: '$r'"
 done
+
+# 2b. A wrong anchor is shown as such and left out of the ratio (a run where BLIS failed the
+#     oracle check, made from the real one).
+python3 - "$WORK/json/t1-detected.json" "$WORK/wrong.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+for b in run["benchmarks"]:
+    if b["run_name"].startswith("gemm/blis/s/NN/128x128x128"):
+        b["error_occurred"] = True
+        b["error_message"] = "wrong results: C[0][0] = 1, expected 2"
+json.dump(run, open(sys.argv[2], "w"))
+PY
+python3 "$ROOT/bench/gemm_table.py" "$WORK/wrong.json" --csv "$WORK/wrong.csv" >"$WORK/wrong.md" 2>&1 || fail "gemm_table.py on the wrong run: $(tail -3 "$WORK/wrong.md")"
+r=$(grep "^| s/NN/128x128x128 | 1 |" "$WORK/wrong.md")
+grep -q 'wrong results' <<<"$r" && pass "wrong anchor shown" || fail "wrong anchor not shown: '$r'"
+grep -q '| blis ' <<<"$r" && fail "the wrong anchor counted as the best: '$r'" || pass "wrong anchor left out of the ratio"
+grep -q '^s/NN/128x128x128,1,hddp / best anchor,' "$WORK/wrong.csv" && pass "CSV has the ratio row" || fail "CSV: $(head -3 "$WORK/wrong.csv")"
 
 # 3. Bad input: a filter that matches nothing, and no binary.
 GEMM_FILTER='/no-such-backend/' OUT_DIR="$WORK/json2" HDDP_BUILD_DIR="$BUILD" HDDP_BENCH_LOCK='' REPS=1 \

@@ -195,6 +195,12 @@ TEST(GemmKernel, RunsTheRequestedKernel) {
   if (want && *want) {
     EXPECT_STREQ(gemm_kernel_name(), want);
   }
+  if (std::getenv("HDDP_TEST_ODD_WISDOM")) {  // the odd entry is what runs
+    const std::string d = gemm_config_description();
+    EXPECT_NE(d.find("from wisdom "), std::string::npos) << d;
+    EXPECT_EQ(detail::cpu_kernels().s.blocking.KC, 37) << d;
+    EXPECT_EQ(detail::cpu_kernels().d.blocking.KC, 37) << d;
+  }
   const detail::Kernels& k = detail::cpu_kernels();
   for (const detail::Blocking& b : {k.s.blocking, k.d.blocking}) {
     EXPECT_LE(b.MR, detail::kMaxMR);
@@ -204,7 +210,28 @@ TEST(GemmKernel, RunsTheRequestedKernel) {
   }
 }
 
+// HDDP_TEST_ODD_WISDOM=<path>: write a wisdom file there with an entry for this CPU (the
+// widest set, MC = 3 MR, KC = 37, NC = 5 NR: every loop has a remainder) and read it.
+void write_odd_wisdom(const char* path) {
+  const char* set = detail::cpu_has_avx512() ? "avx512" : detail::cpu_has_avx2_fma() ? "avx2" : "portable";
+  const detail::Kernels& k = *detail::kernels_by_name(set);
+  auto half = [&](const detail::Blocking& b) {
+    return std::string("{\"kernel\": \"") + set + "\", \"blocking\": {\"" + set + "\": {\"MC\": " +
+           std::to_string(3 * b.MR) + ", \"KC\": 37, \"NC\": " + std::to_string(5 * b.NR) + "}}}";
+  };
+  std::FILE* f = std::fopen(path, "w");
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", path);
+    std::exit(1);
+  }
+  std::fprintf(f, "{\"format\": \"hddp-gemm-wisdom-1\", \"cpus\": {\"%s\": {\"float\": %s, \"double\": %s}}}\n",
+               detail::cpu_model_key().c_str(), half(k.s.blocking).c_str(), half(k.d.blocking).c_str());
+  std::fclose(f);
+  setenv("HDDP_GEMM_WISDOM", path, 1);
+}
+
 int main(int argc, char** argv) {
+  if (const char* odd = std::getenv("HDDP_TEST_ODD_WISDOM")) write_odd_wisdom(odd);
   const char* want = std::getenv("HDDP_GEMM_KERNEL");
   if (want && *want) {
     const std::string why = detail::kernel_unsupported_reason(want);  // throws if unknown
@@ -213,7 +240,7 @@ int main(int argc, char** argv) {
       return 77;
     }
   }
-  std::printf("GEMM kernel under test: %s\n", gemm_kernel_name());
+  std::printf("GEMM under test: %s\n", gemm_config_description().c_str());
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -1,0 +1,305 @@
+// gemm_tune: measures which micro-kernel set and which MC/KC/NC run hddp's GEMM fastest on this
+// CPU and stores the choice in the wisdom file the library reads (kernels/gemm_config.h),
+// under this CPU's model; entries of other CPUs in the file are kept. ATLAS's install-time
+// search and FFTW's wisdom are the models.
+//
+// The search, per precision and per set this CPU runs: coordinate descent from the set's
+// built-in blocking, KC then MC then NC, then KC again. A candidate replaces the
+// incumbent only if it is faster by more than --margin on the geometric mean over the scoring
+// shapes, measured side by side (alternating calls, medians), so that a VM changing speed
+// between two measurements does not pick a winner. Then the sets' winners against each other.
+// Threads: OMP_NUM_THREADS (tune with the count the jobs use: 16 on a 16-core node).
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_isa.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_config.h"
+#include "kernels/gemm_ukernel.h"
+
+namespace {
+
+using hddp::Trans;
+using hddp::detail::Blocking;
+using hddp::detail::Kernels;
+using nlohmann::json;
+
+struct Shape {
+  Trans ta, tb;
+  int64_t M, N, K;
+};
+
+struct Options {
+  std::string out;
+  bool quick = false, show = false, dry_run = false;
+  int rounds = 3;
+  double margin = 0.01;
+};
+
+// Scoring shapes: a square and a training step's thin products (batch x width, NN/NT/TN).
+std::vector<Shape> scoring_shapes(bool is_double, bool quick) {
+  if (quick) return {{Trans::No, Trans::No, 96, 160, 200}, {Trans::No, Trans::Yes, 64, 200, 160}};
+  std::vector<Shape> s{{Trans::No, Trans::No, 1024, 1024, 1024},
+                       {Trans::No, Trans::No, 256, 1024, 1024},
+                       {Trans::No, Trans::Yes, 256, 1024, 1024},
+                       {Trans::Yes, Trans::No, 256, 1024, 1024}};
+  if (!is_double) s.push_back({Trans::No, Trans::Yes, 256, 4096, 4096});
+  return s;
+}
+
+template <class T>
+struct Operands {
+  std::vector<T> A, B, C;
+  explicit Operands(const Shape& s) : A(s.M * s.K), B(s.K * s.N), C(s.M * s.N) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> d(-1, 1);
+    for (auto& x : A) x = T(d(rng));
+    for (auto& x : B) x = T(d(rng));
+  }
+};
+
+// Seconds per call of gemm_blocked on `k`: calls repeated until `budget` seconds have passed.
+template <class T>
+double seconds_per_call(const Kernels& k, const Shape& s, Operands<T>& o, double budget) {
+  const int64_t lda = s.ta == Trans::No ? s.K : s.M, ldb = s.tb == Trans::No ? s.N : s.K;
+  auto call = [&] {
+    hddp::detail::gemm_blocked_with(k, s.ta, s.tb, s.M, s.N, s.K, T(1), o.A.data(), lda, o.B.data(), ldb,
+                                    T(0), o.C.data(), s.N);
+  };
+  call();  // warm: packing buffers, caches
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  int64_t n = 0;
+  double elapsed = 0;
+  do {
+    call();
+    ++n;
+    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  } while (elapsed < budget);
+  return elapsed / double(n);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Speed of `cand` over `inc` (> 1: cand faster): geometric mean over the shapes of the ratio
+// of medians, the two measured alternately `rounds` times.
+template <class T>
+double speedup(const Kernels& inc, const Kernels& cand, const std::vector<Shape>& shapes,
+               std::vector<Operands<T>>& ops, const Options& opt) {
+  const double budget = opt.quick ? 0.002 : 0.015;
+  double log_sum = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<double> a, b;
+    for (int r = 0; r < opt.rounds; ++r) {
+      a.push_back(seconds_per_call<T>(inc, shapes[i], ops[i], budget));
+      b.push_back(seconds_per_call<T>(cand, shapes[i], ops[i], budget));
+    }
+    log_sum += std::log(median(a) / median(b));
+  }
+  return std::exp(log_sum / double(shapes.size()));
+}
+
+// GFLOP/s of `k` (geometric mean over the shapes), for the report.
+template <class T>
+double gflops(const Kernels& k, const std::vector<Shape>& shapes, std::vector<Operands<T>>& ops, const Options& opt) {
+  double log_sum = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<double> t;
+    for (int r = 0; r < opt.rounds; ++r) t.push_back(seconds_per_call<T>(k, shapes[i], ops[i], opt.quick ? 0.002 : 0.015));
+    const Shape& s = shapes[i];
+    log_sum += std::log(2.0 * double(s.M) * double(s.N) * double(s.K) * 1e-9 / median(t));
+  }
+  return std::exp(log_sum / double(shapes.size()));
+}
+
+template <class T>
+Blocking& blocking_of(Kernels& k) { return const_cast<Blocking&>(hddp::detail::kernel_set<T>(k).blocking); }
+
+// Candidate values of one blocking parameter around the built-in ones.
+std::vector<int64_t> candidates(char which, const Blocking& b, bool quick) {
+  auto round_to = [](int64_t v, int64_t unit) { return std::max(unit, (v + unit / 2) / unit * unit); };
+  std::vector<int64_t> v;
+  if (which == 'K') v = quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{128, 192, 256, 384, 512};
+  if (which == 'M')
+    for (int64_t f : quick ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{4, 8, 12, 16, 24})
+      v.push_back(f * b.MR);
+  if (which == 'N')
+    for (int64_t n : quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{2048, 4096, 8192})
+      v.push_back(round_to(n, b.NR));
+  return v;
+}
+
+// The best blocking of one set for precision T, from its built-in blocking.
+template <class T>
+Kernels tune_set(const Kernels& set, const std::vector<Shape>& shapes, std::vector<Operands<T>>& ops,
+                 const Options& opt) {
+  Kernels best = set;
+  const char* order = opt.quick ? "KM" : "KMNK";
+  for (const char* p = order; *p; ++p) {
+    const char which = *p;
+    for (int64_t v : candidates(which, blocking_of<T>(best), opt.quick)) {
+      Kernels cand = best;
+      Blocking& b = blocking_of<T>(cand);
+      int64_t& field = which == 'K' ? b.KC : which == 'M' ? b.MC : b.NC;
+      if (field == v) continue;
+      field = v;
+      const double s = speedup<T>(best, cand, shapes, ops, opt);
+      std::printf("  %-7s %-44s %.3fx%s\n", sizeof(T) == 4 ? "float" : "double",
+                  hddp::detail::describe(set.name, b).c_str(), s, s > 1 + opt.margin ? "  <- better" : "");
+      std::fflush(stdout);
+      if (s > 1 + opt.margin) best = cand;
+    }
+  }
+  return best;
+}
+
+// Each runnable set tuned for T, then the winners against each other; returns the chosen
+// Kernels (T's half set) and records the report in `entry`.
+template <class T>
+Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json& entry) {
+  const bool is_double = sizeof(T) == 8;
+  const std::vector<Shape> shapes = scoring_shapes(is_double, opt.quick);
+  std::vector<Operands<T>> ops;
+  for (const Shape& s : shapes) ops.emplace_back(s);
+  std::vector<Kernels> tuned;
+  json blocking = json::object(), score = json::object();
+  for (const Kernels* set : sets) {
+    std::printf("%s, %s set: built-in %s\n", is_double ? "double" : "float", set->name,
+                hddp::detail::describe(set->name, blocking_of<T>(const_cast<Kernels&>(*set))).c_str());
+    Kernels t = tune_set<T>(*set, shapes, ops, opt);
+    // The search's winner against the start, side by side once more: steps that each looked
+    // better may not add up, and then the built-in blocking stays.
+    double vs_builtin = speedup<T>(*set, t, shapes, ops, opt);
+    if (vs_builtin <= 1 + opt.margin) {
+      std::printf("  %s is %.3fx the built-in blocking: keeping the built-in\n",
+                  hddp::detail::describe(set->name, blocking_of<T>(t)).c_str(), vs_builtin);
+      t = *set, vs_builtin = 1;
+    }
+    const Blocking& b = blocking_of<T>(t);
+    blocking[set->name] = {{"MC", b.MC}, {"KC", b.KC}, {"NC", b.NC}};
+    score[set->name] = {{"vs_builtin", std::round(vs_builtin * 1000) / 1000}};
+    std::printf("  -> %s: %.3fx its built-in blocking\n", hddp::detail::describe(set->name, b).c_str(), vs_builtin);
+    tuned.push_back(t);
+  }
+  size_t win = 0;
+  for (size_t i = 1; i < tuned.size(); ++i) {
+    const double s = speedup<T>(tuned[win], tuned[i], shapes, ops, opt);
+    std::printf("%s: %s over %s: %.3fx\n", is_double ? "double" : "float", tuned[i].name, tuned[win].name, s);
+    if (s > 1 + opt.margin) win = i;
+  }
+  const double g = gflops<T>(tuned[win], shapes, ops, opt);
+  score["gflops_geomean"] = std::round(g * 10) / 10;
+  entry[is_double ? "double" : "float"] = {{"kernel", tuned[win].name}, {"blocking", blocking}, {"score", score}};
+  std::printf("%s: chosen %s, %.1f GFLOP/s (geometric mean over %zu shapes)\n\n", is_double ? "double" : "float",
+              hddp::detail::describe(tuned[win].name, blocking_of<T>(tuned[win])).c_str(), g, shapes.size());
+  return tuned[win];
+}
+
+// The file with this CPU's entry replaced, written to a temporary beside it then renamed.
+void write_wisdom(const std::string& path, const std::string& key, const json& entry) {
+  namespace fs = std::filesystem;
+  json w = {{"format", "hddp-gemm-wisdom-1"}, {"cpus", json::object()}};
+  if (std::ifstream in(path); in) {
+    std::ostringstream os;
+    os << in.rdbuf();
+    try {
+      w = json::parse(os.str());
+    } catch (const json::exception& e) {
+      throw std::runtime_error(path + " exists but is not JSON (" + e.what() + "); move it away and re-run");
+    }
+    if (!w.is_object() || w.value("format", "") != "hddp-gemm-wisdom-1" || !w.contains("cpus") || !w["cpus"].is_object())
+      throw std::runtime_error(path + " exists but is not an hddp GEMM wisdom file; move it away and re-run");
+  }
+  w["cpus"][key] = entry;
+  const fs::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (ec) throw std::runtime_error("cannot create " + p.parent_path().string() + ": " + ec.message());
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << w.dump(2) << "\n";
+    if (!out.flush()) throw std::runtime_error("cannot write " + tmp + " (check the directory and the disk)");
+  }
+  fs::rename(tmp, p, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  CLI::App app{"gemm_tune: measure the fastest GEMM micro-kernel set and MC/KC/NC blocking on this CPU\n"
+               "and store them in the wisdom file hddp's GEMM reads (kernels/gemm_config.h).\n"
+               "Threads: OMP_NUM_THREADS (tune with the count your jobs use). A few minutes."};
+  app.add_option("--out", opt.out, "wisdom file to write (default: the one the library reads, " +
+                                       (hddp::gemm_wisdom_path().empty() ? std::string("none here") : hddp::gemm_wisdom_path()) + ")")
+      ->option_text("FILE");
+  app.add_flag("--quick", opt.quick, "small shapes and a short search (a smoke test, not a tuning)");
+  app.add_option("--rounds", opt.rounds, "alternating measurements per comparison (default 3)")
+      ->check(CLI::Range(1, 100))->option_text("N");
+  app.add_option("--margin", opt.margin, "speed-up a candidate needs to replace the incumbent (default 0.01)")
+      ->check(CLI::Range(0.0, 1.0))->option_text("X");
+  app.add_flag("--dry-run", opt.dry_run, "search and print, write nothing");
+  app.add_flag("--show", opt.show, "print this CPU's key and the choice in effect, then exit");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const std::string key = hddp::detail::cpu_model_key();
+    if (opt.show) {
+      std::printf("cpu: %s\nwisdom: %s\nthreads: %d\nchoice: %s\n", key.c_str(),
+                  hddp::gemm_wisdom_path().empty() ? "(none)" : hddp::gemm_wisdom_path().c_str(),
+                  omp_get_max_threads(), hddp::gemm_config_description().c_str());
+      return 0;
+    }
+    if (opt.out.empty()) opt.out = hddp::gemm_wisdom_path();
+    if (opt.out.empty() && !opt.dry_run) {
+      std::fprintf(stderr, "gemm_tune: no wisdom file to write (HDDP_GEMM_WISDOM is empty and HOME unset): pass --out FILE\n");
+      return 2;
+    }
+    std::vector<const Kernels*> sets;
+    for (const char* name : {"avx512", "avx2"})
+      if (const Kernels* k = hddp::detail::kernels_by_name(name)) sets.push_back(k);
+    if (sets.empty()) sets.push_back(hddp::detail::kernels_by_name("portable"));
+    std::printf("gemm_tune: %s, %d thread(s), %s search; sets:", key.c_str(), omp_get_max_threads(),
+                opt.quick ? "quick" : "full");
+    for (const Kernels* k : sets) std::printf(" %s", k->name);
+    std::printf("\n\n");
+    json entry;
+    choose<float>(sets, opt, entry);
+    choose<double>(sets, opt, entry);
+    char when[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    entry["tuned"] = when;
+    entry["threads"] = omp_get_max_threads();
+    entry["search"] = opt.quick ? "quick" : "full";
+    if (opt.dry_run) {
+      std::printf("--dry-run: not written. The entry:\n%s\n", entry.dump(2).c_str());
+      return 0;
+    }
+    write_wisdom(opt.out, key, entry);
+    std::printf("wrote %s [\"%s\"]\nhddp's GEMM uses it from the next process on; check with: gemm_tune --show%s\n",
+                opt.out.c_str(), key.c_str(),
+                opt.out == hddp::gemm_wisdom_path() ? "" : (" (with HDDP_GEMM_WISDOM=" + opt.out + ")").c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gemm_tune: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
