@@ -44,7 +44,7 @@ inline constexpr int64_t kMaxMR = 16, kMaxNR = 32;
 inline constexpr double kMinFlopsPerThread = 4.0e6;
 
 // The direct (unpacked) path for tiny products: the tutorial's (32x20)(20x1) and friends.
-// Taken when M*N*K <= kSmallMaxMNK and one operand's panel, rows padded to 128 bits, fits
+// Taken when M*N*K <= kSmallMaxMNK and one operand's panel, rows padded to what its passes read, fits
 // kSmallMaxPack elements (gemm_small.h).
 inline constexpr int64_t kSmallMaxMNK = 32 * 32 * 32;
 inline constexpr int64_t kSmallMaxPack = 4096;

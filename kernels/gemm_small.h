@@ -45,24 +45,32 @@ struct Simd {
   typedef T uvec __attribute__((vector_size(Lanes * sizeof(T)), aligned(alignof(T))));  // unaligned
 };
 
-// RB rows x W columns starting at (r0, c0), in registers of L lanes; cn <= W of the
-// columns are valid.
-template <int RB, int W, int L, class T>
+// RB rows x (NV registers of L lanes + one register of QL lanes, QL = 0: none) starting at
+// (r0, c0); cn of those columns are valid. One broadcast of X feeds every register of a row.
+template <int RB, int NV, int L, int QL, class T>
 inline void small_block(const SmallProblem<T>& p, int64_t r0, int64_t c0, int64_t cn) {
-  using S = Simd<T, L>;
-  using vec = typename S::vec;
-  constexpr int NV = W / L;  // registers per row
-  vec acc[RB][NV];
-  for (int r = 0; r < RB; ++r)
+  using vec = typename Simd<T, L>::vec;
+  using uvec = typename Simd<T, L>::uvec;
+  using qvec = typename Simd<T, QL ? QL : L>::vec;
+  using quvec = typename Simd<T, QL ? QL : L>::uvec;
+  constexpr int W = NV * L + QL;
+  vec acc[RB][NV ? NV : 1];
+  qvec qacc[RB];
+  for (int r = 0; r < RB; ++r) {
     for (int v = 0; v < NV; ++v) acc[r][v] = vec{};
+    qacc[r] = qvec{};
+  }
   const T* x = p.X + r0 * p.rsx;
   for (int64_t k = 0; k < p.K; ++k) {
-    const typename S::uvec* pk = reinterpret_cast<const typename S::uvec*>(p.P + k * p.ldp + c0);
-    vec b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = pk[v];
+    const T* pk = p.P + k * p.ldp + c0;
+    vec b[NV ? NV : 1];
+    for (int v = 0; v < NV; ++v) b[v] = *reinterpret_cast<const uvec*>(pk + v * L);
+    qvec q{};
+    if constexpr (QL > 0) q = *reinterpret_cast<const quvec*>(pk + NV * L);
     for (int r = 0; r < RB; ++r) {
       const T xr = x[r * p.rsx + k * p.csx];
       for (int v = 0; v < NV; ++v) acc[r][v] += xr * b[v];
+      if constexpr (QL > 0) qacc[r] += xr * q;
     }
   }
   // Locals: stores into C (a T*) could otherwise alias p.alpha and p.beta.
@@ -70,18 +78,26 @@ inline void small_block(const SmallProblem<T>& p, int64_t r0, int64_t c0, int64_
   const int64_t rsc = p.rsc, csc = p.csc;
   if (csc == 1 && cn == W) {  // whole registers straight into C
     for (int r = 0; r < RB; ++r) {
-      typename S::uvec* c = reinterpret_cast<typename S::uvec*>(p.C + (r0 + r) * rsc + c0);
-      if (beta == T(0))
-        for (int v = 0; v < NV; ++v) c[v] = alpha * acc[r][v];
-      else
-        for (int v = 0; v < NV; ++v) c[v] = alpha * acc[r][v] + beta * c[v];
+      T* c = p.C + (r0 + r) * rsc + c0;
+      for (int v = 0; v < NV; ++v) {
+        uvec& cv = *reinterpret_cast<uvec*>(c + v * L);
+        cv = beta == T(0) ? alpha * acc[r][v] : alpha * acc[r][v] + beta * cv;
+      }
+      if constexpr (QL > 0) {
+        quvec& cq = *reinterpret_cast<quvec*>(c + NV * L);
+        cq = beta == T(0) ? alpha * qacc[r] : alpha * qacc[r] + beta * cq;
+      }
     }
     return;
   }
   // Edge chunk or strided C (transposed orientation): through a tile, element by element.
   alignas(64) T tile[RB][W];
-  for (int r = 0; r < RB; ++r)
-    for (int v = 0; v < NV; ++v) *reinterpret_cast<vec*>(&tile[r][v * L]) = alpha * acc[r][v];
+  for (int r = 0; r < RB; ++r) {
+    for (int v = 0; v < NV; ++v)
+      for (int l = 0; l < L; ++l) tile[r][v * L + l] = alpha * acc[r][v][l];
+    if constexpr (QL > 0)
+      for (int l = 0; l < QL; ++l) tile[r][NV * L + l] = alpha * qacc[r][l];
+  }
   T* c = p.C + r0 * rsc + c0 * csc;
   for (int r = 0; r < RB; ++r)
     for (int64_t w = 0; w < cn; ++w) {
@@ -90,56 +106,81 @@ inline void small_block(const SmallProblem<T>& p, int64_t r0, int64_t c0, int64_
     }
 }
 
-// All rows for one column chunk, RB rows at a time, the remainder with fewer rows.
-template <int RB, int W, int L, class T>
+// All rows for one column chunk (NV registers of L lanes + QL lanes), RB rows at a time, the
+// remainder with fewer rows.
+template <int RB, int NV, int L, int QL = 0, class T>
 inline void small_chunk(const SmallProblem<T>& p, int64_t c0) {
-  const int64_t cn = std::min<int64_t>(W, p.Cn - c0);
+  const int64_t cn = std::min<int64_t>(NV * L + QL, p.Cn - c0);
   int64_t r = 0;
-  for (; r + RB <= p.R; r += RB) small_block<RB, W, L>(p, r, c0, cn);
+  for (; r + RB <= p.R; r += RB) small_block<RB, NV, L, QL>(p, r, c0, cn);
   switch (p.R - r) {
-    case 7: if constexpr (RB > 7) small_block<7, W, L>(p, r, c0, cn); break;
-    case 6: if constexpr (RB > 6) small_block<6, W, L>(p, r, c0, cn); break;
-    case 5: if constexpr (RB > 5) small_block<5, W, L>(p, r, c0, cn); break;
-    case 4: if constexpr (RB > 4) small_block<4, W, L>(p, r, c0, cn); break;
-    case 3: small_block<3, W, L>(p, r, c0, cn); break;
-    case 2: small_block<2, W, L>(p, r, c0, cn); break;
-    case 1: small_block<1, W, L>(p, r, c0, cn); break;
+    case 7: if constexpr (RB > 7) small_block<7, NV, L, QL>(p, r, c0, cn); break;
+    case 6: if constexpr (RB > 6) small_block<6, NV, L, QL>(p, r, c0, cn); break;
+    case 5: if constexpr (RB > 5) small_block<5, NV, L, QL>(p, r, c0, cn); break;
+    case 4: if constexpr (RB > 4) small_block<4, NV, L, QL>(p, r, c0, cn); break;
+    case 3: small_block<3, NV, L, QL>(p, r, c0, cn); break;
+    case 2: small_block<2, NV, L, QL>(p, r, c0, cn); break;
+    case 1: small_block<1, NV, L, QL>(p, r, c0, cn); break;
     default: break;
   }
 }
 
 // K == 1: C = alpha * a b^T + beta * C, an outer product (the tutorial's Linear(1, 20)
-// forward and its input gradient). b is read in place when contiguous; one row of C at a time
-// in whole registers of 2V, V and V/2 lanes, the rest element-wise.
+// forward and its input gradient). b is read in place when contiguous. Up to 4 registers of b
+// (NB of V lanes, HALF: one of V/2, then scalars) stay in registers for every row of C.
+template <int NB, bool HALF, class T>
+inline void small_outer_fixed(int64_t M, int64_t N, T alpha, const T* a, int64_t inca,
+                              const T* __restrict b, T beta, T* __restrict C, int64_t ldc) {
+  constexpr int V = 32 / sizeof(T), H = V / 2;  // 256 bits: short rows, stores dominate
+  using VF = typename Simd<T, V>::vec;
+  using VFu = typename Simd<T, V>::uvec;
+  using VH = typename Simd<T, H>::vec;
+  using VHu = typename Simd<T, H>::uvec;
+  VF bv[NB ? NB : 1];
+  for (int v = 0; v < NB; ++v) bv[v] = *reinterpret_cast<const VFu*>(b + v * V);
+  VH bh{};
+  if constexpr (HALF) bh = *reinterpret_cast<const VHu*>(b + NB * V);
+  constexpr int64_t done = NB * V + (HALF ? H : 0);
+  for (int64_t i = 0; i < M; ++i) {
+    const T ai = alpha * a[i * inca];
+    T* c = C + i * ldc;
+    for (int v = 0; v < NB; ++v) {
+      VFu& cv = *reinterpret_cast<VFu*>(c + v * V);
+      cv = beta == T(0) ? ai * bv[v] : ai * bv[v] + beta * cv;
+    }
+    if constexpr (HALF) {
+      VHu& ch = *reinterpret_cast<VHu*>(c + NB * V);
+      ch = beta == T(0) ? ai * bh : ai * bh + beta * ch;
+    }
+#pragma GCC unroll 1
+    for (int64_t j = done; j < N; ++j) c[j] = beta == T(0) ? ai * b[j] : ai * b[j] + beta * c[j];
+  }
+}
+
 template <class T>
 inline void small_outer(int64_t M, int64_t N, T alpha, const T* a, int64_t inca, const T* b,
                         T beta, T* C, int64_t ldc) {
-  constexpr int V = HDDP_SMALL_VEC_BYTES / sizeof(T), H = V / 2;
-  using V8 = typename Simd<T, V>::uvec;
-  using V4 = typename Simd<T, H>::uvec;
-  // Whole registers cover [0, nv); the columns past it (N % H of them) go element-wise.
-  const int64_t n8 = N / V * V, nv = N / H * H;
-  if (beta == T(0)) {
-    for (int64_t i = 0; i < M; ++i) {
-      const T ai = alpha * a[i * inca];
-      T* c = C + i * ldc;
-      for (int64_t j = 0; j < n8; j += V)
-        *reinterpret_cast<V8*>(c + j) = ai * *reinterpret_cast<const V8*>(b + j);
-      if (nv > n8) *reinterpret_cast<V4*>(c + n8) = ai * *reinterpret_cast<const V4*>(b + n8);
+  constexpr int V = 32 / sizeof(T), H = V / 2;
+  const int64_t nb = N / V;
+  const bool half = N % V >= H;
+  switch (nb > 4 ? -1 : int(nb) * 2 + half) {
+    case 0: return small_outer_fixed<0, false>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 1: return small_outer_fixed<0, true>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 2: return small_outer_fixed<1, false>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 3: return small_outer_fixed<1, true>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 4: return small_outer_fixed<2, false>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 5: return small_outer_fixed<2, true>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 6: return small_outer_fixed<3, false>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 7: return small_outer_fixed<3, true>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 8: return small_outer_fixed<4, false>(M, N, alpha, a, inca, b, beta, C, ldc);
+    case 9: return small_outer_fixed<4, true>(M, N, alpha, a, inca, b, beta, C, ldc);
+    default:  // wide rows: whole registers from memory
+      for (int64_t i = 0; i < M; ++i) {
+        const T ai = alpha * a[i * inca];
+        T* c = C + i * ldc;
 #pragma GCC unroll 1
-      for (int64_t j = nv; j < N; ++j) c[j] = ai * b[j];
-    }
-  } else {
-    for (int64_t i = 0; i < M; ++i) {
-      const T ai = alpha * a[i * inca];
-      T* c = C + i * ldc;
-      for (int64_t j = 0; j < n8; j += V) {
-        V8& cj = *reinterpret_cast<V8*>(c + j);
-        cj = ai * *reinterpret_cast<const V8*>(b + j) + beta * cj;
+        for (int64_t j = 0; j < N; ++j) c[j] = beta == T(0) ? ai * b[j] : ai * b[j] + beta * c[j];
       }
-#pragma GCC unroll 1
-      for (int64_t j = n8; j < N; ++j) c[j] = ai * b[j] + beta * c[j];
-    }
   }
 }
 
@@ -187,17 +228,46 @@ inline void small_dot(int64_t M, int64_t K, T alpha, const T* A, int64_t lda, co
 // The direct path: returns false, doing nothing, when the product is too big for it (the
 // caller then runs the blocked path); else computes it (full gemm contract after the
 // argument checks and the M/N/K/alpha special cases).
+// How the columns past the last two-register chunk are covered: up to one register of V
+// lanes plus one narrower one (H: half, Q: 128 bits), or two registers; `width` is how many
+// columns that pass reads (>= rest, so panel rows are padded to it).
+enum class Tail { None, V, VQ, VH, VV, Q, H };
+struct TailPlan {
+  Tail kind;
+  int64_t width;
+};
+template <int V, int H, int Q>
+constexpr TailPlan plan_tail(int64_t rest) {
+  if (rest == 0) return {Tail::None, 0};
+  if (rest >= V) {
+    const int64_t t = rest - V;
+    if (t == 0) return {Tail::V, V};
+    if (t <= Q) return {Tail::VQ, V + Q};
+    if (t <= H) return {Tail::VH, V + H};
+    return {Tail::VV, 2 * V};
+  }
+  if (rest <= Q) return {Tail::Q, Q};
+  if (rest <= H) return {Tail::H, H};
+  return {Tail::V, V};
+}
+
+// The direct path: returns false, doing nothing, when the product is too big for it (the
+// caller then runs the blocked path); else computes it (full gemm contract after the
+// argument checks and the M/N/K/alpha special cases).
 template <class T>
 bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                 int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   constexpr int V = HDDP_SMALL_VEC_BYTES / sizeof(T);  // elements per register
   constexpr int H = V / 2;                             // half a register
-  constexpr int Q = V * sizeof(T) == 64 ? V / 4 : H;   // the narrowest chunk: 128 bits
+  constexpr int Q = V * sizeof(T) == 64 ? V / 4 : H;   // the narrowest: 128 bits
   // Orientation: columns of the canonical form run along C's rows (contiguous stores)
   // unless N is tiny and M is not; then compute C^T = op(B)^T op(A)^T instead.
   const bool transposed = N < V && M > N;
   const int64_t cols = transposed ? M : N;
-  const int64_t ldp = (cols + Q - 1) / Q * Q;
+  // Columns in chunks of two registers, then one pass over the rest (plan_tail).
+  const int64_t c_tail = cols / (2 * V) * (2 * V);
+  const TailPlan tail = plan_tail<V, H, Q>(cols - c_tail);
+  const int64_t ldp = c_tail + tail.width;  // columns read per row of P
   if (M * N * K > kSmallMaxMNK || K * ldp > kSmallMaxPack) return false;
 
   alignas(64) T panel[kSmallMaxPack];
@@ -226,8 +296,8 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
   p.C = C;
   p.Cn = cols;
   // P(k, c): op(B)(k, c) in the normal orientation, op(A)(c, k) in the transposed one.
-  // Where its rows are stored contiguously and the chunks below end exactly at `cols` (a
-  // multiple of Q), P is the operand itself: no copy.
+  // Where its rows are stored contiguously and the passes read exactly `cols` of them, P is
+  // the operand itself: no copy.
   const T* src = transposed ? A : B;
   const int64_t ld = transposed ? lda : ldb;
   const bool rows_contiguous = transposed ? ta == Trans::Yes : tb == Trans::No;
@@ -240,7 +310,7 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
     p.X = B, p.rsx = tb == Trans::No ? 1 : ldb, p.csx = tb == Trans::No ? ldb : 1;
     p.rsc = 1, p.csc = ldc;
   }
-  if (rows_contiguous && cols % Q == 0) {
+  if (rows_contiguous && ldp == cols) {
     p.P = src, p.ldp = ld;
   } else {
     p.ldp = ldp;
@@ -252,17 +322,17 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
     }
     p.P = panel;
   }
-  // Column chunks of 2, 1, 1/2 and (512-bit) 1/4 registers, so that a width such as 20
-  // floats is covered by whole registers (16 + 4); only a remainder below the narrowest goes
-  // through a partly used register.
   constexpr int RB2 = V * sizeof(T) == 64 ? 8 : 4;  // rows per block of two registers
-  int64_t c0 = 0;
-  for (; cols - c0 >= 2 * V; c0 += 2 * V) small_chunk<RB2, 2 * V, V>(p, c0);
-  if (cols - c0 >= V) small_chunk<8, V, V>(p, c0), c0 += V;
-  if (cols - c0 >= H) small_chunk<8, H, H>(p, c0), c0 += H;
-  if constexpr (Q < H)
-    if (cols - c0 >= Q) small_chunk<8, Q, Q>(p, c0), c0 += Q;
-  if (cols - c0 > 0) small_chunk<8, Q, Q>(p, c0);
+  for (int64_t c0 = 0; c0 < c_tail; c0 += 2 * V) small_chunk<RB2, 2, V>(p, c0);
+  switch (tail.kind) {
+    case Tail::None: break;
+    case Tail::V: small_chunk<8, 1, V>(p, c_tail); break;
+    case Tail::VQ: small_chunk<8, 1, V, Q>(p, c_tail); break;
+    case Tail::VH: small_chunk<8, 1, V, H>(p, c_tail); break;
+    case Tail::VV: small_chunk<RB2, 2, V>(p, c_tail); break;
+    case Tail::Q: small_chunk<8, 0, V, Q>(p, c_tail); break;
+    case Tail::H: small_chunk<8, 0, V, H>(p, c_tail); break;
+  }
   return true;
 }
 

@@ -100,6 +100,22 @@ TYPED_TEST(GemmTyped, MixedPrimeShapes) {
       for (Trans tb : kTrans) check_all_backends<T>({ta, tb, s[0], s[1], s[2], 1.0, 0.3, 1}, seed++);
 }
 
+// The direct path for tiny products: every width from 1 to 70 in both orientations (each
+// way gemm_small covers the columns: two-register chunks, one register plus a narrower one,
+// a partly used register), K short and long, leading dimensions tight (pad 0: a read past a
+// row's end leaves the operand; ASan builds catch it) and padded.
+TYPED_TEST(GemmTyped, DirectPathAllWidths) {
+  using T = TypeParam;
+  uint64_t seed = 700;
+  for (int64_t w = 1; w <= 70; ++w)
+    for (int64_t K : {2, 5, 20})
+      for (Trans ta : kTrans)
+        for (Trans tb : kTrans) {
+          check_all_backends<T>({ta, tb, 7, w, K, 1.0, 0.0, 0}, seed++);           // columns along N
+          check_all_backends<T>({ta, tb, w, 3, K, 0.5, 1.0, int64_t(w % 2)}, seed++);  // along M (C^T)
+        }
+}
+
 // One large product per transpose pair (crosses MC, KC and, for double, several NR panels).
 TYPED_TEST(GemmTyped, Size1000) {
   using T = TypeParam;
