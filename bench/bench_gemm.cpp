@@ -6,7 +6,9 @@
 // it is timed: a wrong one is reported as an error ("wrong results: ..."), never timed.
 // Names: gemm/<backend>/<s|d>/<NN|NT|TN>/<M>x<N>x<K>; counters GFLOPS and peak_pct (percent of
 // the FMA peak bench_peak's probe measures at start-up for the widest instruction set, same
-// precision and thread count). Threads come from OMP_NUM_THREADS (hddp, OpenBLAS and BLIS).
+// precision and thread count); and peak/<s|d>, that probe as a benchmark, so that its
+// repetitions interleave with the GEMMs' (gemm_table.py takes % peak from it). Threads come
+// from OMP_NUM_THREADS (hddp, OpenBLAS and BLIS).
 // The context names the CPU's kernels: hddp_config, openblas_core, blis_kernel.
 // bench/gemm_table.sh runs it once per OpenBLAS kernel setting and makes the table.
 #include <benchmark/benchmark.h>
@@ -98,8 +100,21 @@ void register_all(const char* prec, const std::vector<hddp::bench::Anchor>& anch
           run_gemm<T>(st, fn, t.first, t.second, s.M, s.N, s.K);
         });
         b->UseRealTime();
-        if (s.M * s.N * s.K >= int64_t(1) << 30) b->MinTime(1.0);
       }
+}
+
+// The FMA peak as a benchmark of its own, "peak/<s|d>": repetitions interleave with the GEMMs',
+// so a machine whose speed drifts (a VM) gives each GEMM a peak measured in the same minutes.
+void run_peak(benchmark::State& state, bool dbl) {
+  using namespace hddp::bench;
+  const Isa isa = widest_isa();
+  int64_t flops = 0;
+  for (auto _ : state) {
+#pragma omp parallel reduction(+ : flops)
+    flops += isa == Isa::Avx512 ? detail::fma_loop_avx512(dbl, 100000) : detail::fma_loop_avx2(dbl, 100000);
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(double(flops) * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["threads"] = omp_get_max_threads();
 }
 
 }  // namespace
@@ -109,6 +124,8 @@ int main(int argc, char** argv) {
   const std::vector<hddp::bench::Anchor> anchors = hddp::bench::gemm_anchors(absent);
   register_all<float>("s", anchors);
   register_all<double>("d", anchors);
+  benchmark::RegisterBenchmark("peak/s", [](benchmark::State& st) { run_peak(st, false); })->UseRealTime();
+  benchmark::RegisterBenchmark("peak/d", [](benchmark::State& st) { run_peak(st, true); })->UseRealTime();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   using namespace hddp::bench;

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Figures that can fail: re-derives the whole-step and Fashion-MNIST figures of README.md and
-bench/RESULTS.md from the raw data kept under bench/results/<cpu>/, and exits 1 naming every
+"""Figures that can fail: re-derives the GEMM, whole-step and Fashion-MNIST figures of README.md
+and bench/RESULTS.md from the raw data kept under bench/results/<cpu>/, and exits 1 naming every
 claim the data no longer supports.
 
-  1. Each kept table (step_vs_pytorch.md, mnist_vs_pytorch.md) is what its generator
-     (bench/step/step_table.py, bench/mnist/mnist_table.py) makes of the kept CSV, byte for byte.
+  1. Each kept table (gemm/gemm_table.md, step_vs_pytorch.md, mnist_vs_pytorch.md) is what its
+     generator (bench/gemm_table.py, bench/step/step_table.py, bench/mnist/mnist_table.py) makes
+     of the kept raw data (bench_gemm's JSON, the CSVs), byte for byte.
   2. Every row of those tables appears verbatim in bench/RESULTS.md.
   3. Each number quoted in README.md's benchmark lines (CLAIMS below) is in the text and equals
      the value recomputed from the CSV, rounded as quoted.
@@ -66,6 +67,27 @@ def mnist_args(md):
     return [cpu, note, epochs, batch, width, reps]
 
 
+def check_gemm_table():
+    """gemm/gemm_table.md is what bench/gemm_table.py makes of the kept bench_gemm JSON (the file
+    order is the first line of the table's note), and its rows are in bench/RESULTS.md."""
+    global checks
+    gdir = os.path.join(RESULTS, "gemm")
+    kept = open(os.path.join(gdir, "gemm_table.md")).read()
+    runs = [os.path.join(gdir, f) for f in open(os.path.join(gdir, "runs.txt")).read().split()]
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gemm_table.py"), *runs,
+                          "--csv", os.path.join(gdir, ".check.csv")], capture_output=True, text=True, check=True).stdout
+    os.remove(os.path.join(gdir, ".check.csv"))
+    checks += 1
+    if out != kept:
+        failures.append(f"{gdir}/gemm_table.md: not what bench/gemm_table.py makes of the JSON in runs.txt")
+    checks += 1
+    results_md = read("bench/RESULTS.md")
+    missing = [l for l in kept.splitlines() if l.startswith("| ") and l[2] in "sd" and l not in results_md]
+    if missing:
+        failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of gemm_table.md, the first: {missing[0]}")
+
+
+check_gemm_table()
 check_table("step_vs_pytorch", "bench/step/step_table.py", step_args)
 check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", mnist_args)
 

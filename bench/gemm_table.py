@@ -8,7 +8,8 @@ kernels as that process had them (context openblas_kernel, blis_kernel: "detecte
 AVX-512-forced runs). Per shape and thread count: hddp's median (the configured choice, and
 each micro-kernel set with its built-in blocking), every anchor's median under the kernel it
 ran, and hddp over the best anchor: min over anchors of anchor time / hddp time, both from
-the same process (> 1: hddp faster). Backends whose results were wrong are shown as such and
+the same process (> 1: hddp faster). % peak is against the median of the run's interleaved
+peak/<s|d> probe. Backends whose results were wrong are shown as such and
 left out. Tiny shapes are shown in ns. --csv writes one row per cell for bench/check_claims.py.
 """
 import csv
@@ -24,9 +25,13 @@ def load(path):
     ctx = run["context"]
     threads = int(ctx["omp_max_threads"])
     kernels = {"openblas": ctx.get("openblas_kernel", "?"), "blis": ctx.get("blis_kernel", "?").split(" ")[0]}
-    meds, errors = {}, {}
+    meds, errors, peak = {}, {}, {}
     for b in run["benchmarks"]:
-        parts = b["run_name"].split("/")  # gemm/<backend>/<s|d>/<NN|NT|TN>/<MxNxK>/...
+        parts = b["run_name"].split("/")  # gemm/<backend>/<s|d>/<NN|NT|TN>/<MxNxK>/... or peak/<s|d>/...
+        if parts[0] == "peak":
+            if b.get("aggregate_name") == "median":
+                peak[parts[1]] = b["GFLOPS"]
+            continue
         backend, shape = parts[1], "/".join(parts[2:5])
         if b.get("error_occurred"):
             errors[(backend, shape)] = b.get("error_message", "error")
@@ -35,6 +40,11 @@ def load(path):
             continue
         ns = b["real_time"] * UNIT_NS[b["time_unit"]]
         meds[(backend, shape)] = {"ns": ns, "gflops": b["GFLOPS"], "peak_pct": b["peak_pct"]}
+    # % peak against the interleaved probe's median where the run has it (else the start-up one).
+    for (backend, shape), r in meds.items():
+        if shape[0] in peak:
+            r["peak_pct"] = 100 * r["gflops"] / peak[shape[0]]
+    ctx = dict(ctx, peak_median=peak)
     return threads, kernels, meds, errors, ctx
 
 
@@ -69,7 +79,9 @@ def main(argv):
             if col not in anchor_cols and any(b == name for (b, _) in list(meds) + list(errors)):
                 anchor_cols.append(col)
         print(f"- OMP_NUM_THREADS={ctx.get('omp_max_threads')}, OPENBLAS_CORETYPE={ctx.get('openblas_coretype_env')}: "
-              f"OpenBLAS ran {kernels['openblas']}, BLIS {ctx.get('blis_kernel', '-')}; FMA peak {ctx.get('fma_peak')}; "
+              f"OpenBLAS ran {kernels['openblas']}, BLIS {ctx.get('blis_kernel', '-')}; FMA peak "
+              + (f"float {ctx['peak_median']['s']:.1f}, double {ctx['peak_median']['d']:.1f} GFLOP/s (median, interleaved); "
+                 if {'s', 'd'} <= set(ctx['peak_median']) else f"{ctx.get('fma_peak')}; ") +
               f"hddp {ctx.get('hddp_config')}")
         if ctx.get("anchors_absent"):
             print(f"  - left out: {ctx['anchors_absent']}")

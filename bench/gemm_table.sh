@@ -9,7 +9,10 @@
 # kernels (OPENBLAS_CORETYPE=SkylakeX) and BLIS to its skx configuration. hddp runs in both,
 # so every ratio is taken within one process. Anchors that compute wrong results here are
 # reported as such and left out of the ratio.
-# Usage: bench/gemm_table.sh [THREADS...]   (default: 1 2; env HDDP_BUILD_DIR, REPS=5,
+# Repetitions are short (MIN_TIME seconds each, default 0.1) and many (REPS, default 11), all
+# backends and the FMA probe (peak/<s|d>) interleaved at random: on a machine whose speed
+# drifts (a VM) the medians of one process still compare.
+# Usage: bench/gemm_table.sh [THREADS...]   (default: 1 2; env HDDP_BUILD_DIR, REPS=11, MIN_TIME,
 #        GEMM_FILTER: a bench_gemm regex instead of the table's shapes, OUT_DIR for the JSON,
 #        HDDP_BENCH_LOCK: the lock file other benchmarks share, empty for none)
 set -euo pipefail
@@ -17,10 +20,11 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/common.sh"
 BIN="${HDDP_BUILD_DIR:-$ROOT/build}/bench/bench_gemm"
 OUT="${OUT_DIR:-${HDDP_BUILD_DIR:-$ROOT/build}/bench-gemm}"
-REPS="${REPS:-5}"
+REPS="${REPS:-11}"
+MIN_TIME="${MIN_TIME:-0.1}"
 [ -x "$BIN" ] || { echo "no $BIN: build first (bash scripts/test.sh)" >&2; exit 1; }
 FILTER="${GEMM_FILTER:-}"
-[ -n "$FILTER" ] || FILTER='/(hddp[-a-z0-9]*|openblas|blis)/(s/(NN|NT|TN)/(32x20x1|32x1x20|32x20x20|256x1024x1024|256x4096x4096|1024x1024x1024)/|s/NN/(64x64x64|256x256x256|2048x2048x2048)/|d/NN/(1024x1024x1024|2048x2048x2048)/)'
+[ -n "$FILTER" ] || FILTER='^peak/|/(hddp[-a-z0-9]*|openblas|blis)/(s/(NN|NT|TN)/(32x20x1|32x1x20|32x20x20|256x1024x1024|256x4096x4096|1024x1024x1024)/|s/NN/(64x64x64|256x256x256|2048x2048x2048)/|d/NN/(1024x1024x1024|2048x2048x2048)/)'
 threads=("$@")
 [ ${#threads[@]} -gt 0 ] || threads=(1 2)
 for t in "${threads[@]}"; do
@@ -44,7 +48,7 @@ for t in "${threads[@]}"; do
     echo "$(date +%T) $t thread(s), anchors $r (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     json="$OUT/t$t-$r.json"
     "${envs[@]}" OMP_NUM_THREADS="$t" "${lock[@]}" "$BIN" --benchmark_filter="$filter" \
-      --benchmark_repetitions="$REPS" --benchmark_enable_random_interleaving=true \
+      --benchmark_repetitions="$REPS" --benchmark_min_time="$MIN_TIME" --benchmark_enable_random_interleaving=true \
       --benchmark_out="$json" --benchmark_out_format=json --benchmark_color=false >"$OUT/t$t-$r.txt" 2>&1 \
       || { echo "bench_gemm failed: $(tail -3 "$OUT/t$t-$r.txt")" >&2; exit 1; }
     grep -q '"run_name"' "$json" \

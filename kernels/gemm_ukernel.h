@@ -7,6 +7,7 @@
 //   gemm_ukernel_avx512.cpp    AVX-512F micro-kernels (-mavx512f)
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kernels/cpu_isa.h"  // cpu_has_avx2_fma, cpu_has_avx512
 #include "kernels/gemm.h"
@@ -86,5 +87,8 @@ template <>
 inline const KernelSet<float>& kernel_set<float>(const Kernels& k) { return k.s; }
 template <>
 inline const KernelSet<double>& kernel_set<double>(const Kernels& k) { return k.d; }
+// The same, writable (gemm_config and gemm_tune set the blocking of a copy).
+template <class T>
+KernelSet<T>& kernel_set(Kernels& k) { return const_cast<KernelSet<T>&>(kernel_set<T>(std::as_const(k))); }
 
 }  // namespace hddp::detail

@@ -129,7 +129,9 @@ double gflops(const Kernels& k, const std::vector<Shape>& shapes, std::vector<Op
 }
 
 template <class T>
-Blocking& blocking_of(Kernels& k) { return const_cast<Blocking&>(hddp::detail::kernel_set<T>(k).blocking); }
+Blocking& blocking_of(Kernels& k) { return hddp::detail::kernel_set<T>(k).blocking; }
+template <class T>
+const Blocking& blocking_of(const Kernels& k) { return hddp::detail::kernel_set<T>(k).blocking; }
 
 // Candidate values of one blocking parameter around the built-in ones.
 std::vector<int64_t> candidates(char which, const Blocking& b, bool quick) {
@@ -181,7 +183,7 @@ Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json
   json blocking = json::object(), score = json::object();
   for (const Kernels* set : sets) {
     std::printf("%s, %s set: built-in %s\n", is_double ? "double" : "float", set->name,
-                hddp::detail::describe(set->name, blocking_of<T>(const_cast<Kernels&>(*set))).c_str());
+                hddp::detail::describe(set->name, blocking_of<T>(*set)).c_str());
     Kernels t = tune_set<T>(*set, shapes, ops, opt);
     // The search's winner against the start, side by side once more: steps that each looked
     // better may not add up, and then the built-in blocking stays.
