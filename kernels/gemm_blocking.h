@@ -43,10 +43,10 @@ inline constexpr int64_t kMaxMR = 16, kMaxNR = 32;
 // gets at least this much work.
 inline constexpr double kMinFlopsPerThread = 4.0e6;
 
-// The direct (unpacked) path for tiny products: the tutorial's (32x20)(20x1) and friends.
-// Taken when M*N*K <= kSmallMaxMNK and one operand's panel, rows padded to what its passes read, fits
-// kSmallMaxPack elements (gemm_small.h).
-inline constexpr int64_t kSmallMaxMNK = 32 * 32 * 32;
+// The direct (unpacked) path for small products: the tutorial's (32x20)(20x1) and friends, up
+// to 64^3. Taken when M*N*K <= kSmallMaxMNK and either the operand it streams is read in place
+// or its copy (rows padded to what the passes read) fits kSmallMaxPack elements (gemm_small.h).
+inline constexpr int64_t kSmallMaxMNK = 64 * 64 * 64;
 inline constexpr int64_t kSmallMaxPack = 4096;
 
 }  // namespace hddp::detail

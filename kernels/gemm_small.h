@@ -268,7 +268,14 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
   const int64_t c_tail = cols / (2 * V) * (2 * V);
   const TailPlan tail = plan_tail<V, H, Q>(cols - c_tail);
   const int64_t ldp = c_tail + tail.width;  // columns read per row of P
-  if (M * N * K > kSmallMaxMNK || K * ldp > kSmallMaxPack) return false;
+  // P is the operand itself where its rows are stored contiguously and the passes read exactly
+  // `cols` of them; else a copy in `panel`, which must fit.
+  const bool rows_contiguous = transposed ? ta == Trans::Yes : tb == Trans::No;
+  const bool in_place = rows_contiguous && ldp == cols;
+  const int64_t copied = K == 1 ? (tb == Trans::Yes && ldb != 1 ? N : 0)
+                       : N == 1 && ta == Trans::No ? (tb == Trans::No && ldb != 1 ? K : 0)
+                       : in_place ? 0 : K * ldp;
+  if (M * N * K > kSmallMaxMNK || copied > kSmallMaxPack) return false;
 
   alignas(64) T panel[kSmallMaxPack];
   if (K == 1) {  // outer product: op(B) is one row; contiguous unless B is stored N x 1
@@ -296,11 +303,8 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
   p.C = C;
   p.Cn = cols;
   // P(k, c): op(B)(k, c) in the normal orientation, op(A)(c, k) in the transposed one.
-  // Where its rows are stored contiguously and the passes read exactly `cols` of them, P is
-  // the operand itself: no copy.
   const T* src = transposed ? A : B;
   const int64_t ld = transposed ? lda : ldb;
-  const bool rows_contiguous = transposed ? ta == Trans::Yes : tb == Trans::No;
   if (!transposed) {
     p.R = M;
     p.X = A, p.rsx = ta == Trans::No ? lda : 1, p.csx = ta == Trans::No ? 1 : lda;
@@ -310,7 +314,7 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
     p.X = B, p.rsx = tb == Trans::No ? 1 : ldb, p.csx = tb == Trans::No ? ldb : 1;
     p.rsc = 1, p.csc = ldc;
   }
-  if (rows_contiguous && ldp == cols) {
+  if (in_place) {
     p.P = src, p.ldp = ld;
   } else {
     p.ldp = ldp;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gemm_oracle.h"
@@ -114,6 +115,10 @@ TYPED_TEST(GemmTyped, DirectPathAllWidths) {
           check_all_backends<T>({ta, tb, 7, w, K, 1.0, 0.0, 0}, seed++);           // columns along N
           check_all_backends<T>({ta, tb, w, 3, K, 0.5, 1.0, int64_t(w % 2)}, seed++);  // along M (C^T)
         }
+  // Up to the path's limit, 64^3: in place, and through the copy.
+  for (auto [M, N, K] : {std::tuple{64, 64, 64}, std::tuple{33, 64, 121}, std::tuple{64, 50, 64}, std::tuple{256, 16, 64}})
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans) check_all_backends<T>({ta, tb, M, N, K, 1.0, 0.0, 0}, seed++);
 }
 
 // One large product per transpose pair (crosses MC, KC and, for double, several NR panels).
