@@ -10,7 +10,7 @@ each micro-kernel set with its built-in blocking), every anchor's median under t
 ran, and hddp over the best anchor: min over anchors of anchor time / hddp time, both from
 the same process (> 1: hddp faster). % peak is against the median of the run's interleaved
 peak/<s|d> probe. Backends whose results were wrong are shown as such and
-left out. Tiny shapes are shown in ns. --csv writes one row per cell for bench/check_claims.py.
+left out. Shapes under 2 MFLOP are shown in ns. --csv writes one row per cell for bench/check_claims.py.
 """
 import csv
 import json
@@ -54,12 +54,14 @@ def shape_key(shape):
     return (prec, m * n * k, m, n, k, trans)
 
 
-def cell(r):
+def cell(r, shape):
+    """Tiny shapes (under 2 MFLOP) in ns, the rest in GFLOP/s with % of the peak."""
     if r is None:
         return "-"
     if isinstance(r, str):
         return r
-    return f"{r['ns']:.0f} ns" if r["ns"] < 10000 else f"{r['gflops']:.1f} ({r['peak_pct']:.0f} %)"
+    m, n, k = (int(x) for x in shape.split("/")[2].split("x"))
+    return f"{r['ns']:.0f} ns" if 2 * m * n * k < 2e6 else f"{r['gflops']:.1f} ({r['peak_pct']:.0f} %)"
 
 
 def main(argv):
@@ -119,7 +121,7 @@ def main(argv):
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for shape, t, cells, best, best_name in rows:
-        vals = [cell(cells.get(c)) for c in hddp_cols] + [cell(cells.get(c)) for c in anchor_cols]
+        vals = [cell(cells.get(c), shape) for c in hddp_cols] + [cell(cells.get(c), shape) for c in anchor_cols]
         ratio = f"**{best:.2f}**" if best is not None and best < 1 else (f"{best:.2f}" if best is not None else "-")
         print(f"| {shape} | {t} | " + " | ".join(vals) + f" | {best_name} | {ratio} |")
     if csv_out:

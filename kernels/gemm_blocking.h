@@ -76,6 +76,13 @@ inline constexpr CpuChoice kCpuChoices[] = {
      "Zen 4 (Ryzen 7000/8000): as EPYC 9004"},
     {"AuthenticAMD", 25, 0xa0, 0xaf, "avx2", kAvx2Float, "avx2", kAvx2Double,
      "Zen 4c (EPYC 97x4/8004): as EPYC 9004"},
+    // Sapphire and Emerald Rapids (L1d 48 KiB, L2 2 MiB): gemm_tune on an Emerald Rapids
+    // (model 207, 1 thread) chose a deeper KC and a larger MC; the GEMM table then measured
+    // +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/RESULTS.md, "GEMM").
+    {"GenuineIntel", 6, 143, 143, "avx512", {12, 32, 288, 512, 2048}, "avx512", {14, 16, 224, 512, 8192},
+     "Sapphire Rapids: as Emerald Rapids"},
+    {"GenuineIntel", 6, 207, 207, "avx512", {12, 32, 288, 512, 2048}, "avx512", {14, 16, 224, 512, 8192},
+     "Emerald Rapids: gemm_tune's choice there"},
 };
 
 }  // namespace hddp::detail

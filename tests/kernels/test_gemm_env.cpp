@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_config.h"
 #include "kernels/gemm_ukernel.h"
 
 TEST(GemmEnv, UnknownBackendIsAnError) {
@@ -24,7 +25,7 @@ TEST(GemmEnv, UnknownBackendIsAnError) {
 }
 
 // HDDP_GEMM_KERNEL is read on the first blocked GEMM: an unknown name is an error, not a
-// default; once it is unset the widest kernel the CPU supports runs.
+// default; once it is unset (and no wisdom file is read) the built-in choice for this CPU runs.
 TEST(GemmKernelEnv, UnknownKernelIsAnErrorThenTheWidestRuns) {
   using namespace hddp::detail;
   float a = 1, b = 1, c = 0;
@@ -49,8 +50,11 @@ TEST(GemmKernelEnv, UnknownKernelIsAnErrorThenTheWidestRuns) {
   EXPECT_THROW(kernel_unsupported_reason("AVX2"), std::invalid_argument);
 
   ASSERT_EQ(0, unsetenv("HDDP_GEMM_KERNEL"));
+  ASSERT_EQ(0, setenv("HDDP_GEMM_WISDOM", "", 1));  // no wisdom file: the built-in choice
   run();
   EXPECT_EQ(c, 3.f);
-  const char* widest = cpu_has_avx512() ? "avx512" : cpu_has_avx2_fma() ? "avx2" : "portable";
-  EXPECT_STREQ(hddp::gemm_kernel_name(), widest);
+  const GemmConfig want = make_gemm_config("", "", "", cpu_model_key(), cpu_model());
+  EXPECT_STREQ(hddp::gemm_kernel_name(), want.set_s);
+  EXPECT_EQ(hddp::gemm_config_description().find("from built-in"), hddp::gemm_config_description().find("from "))
+      << hddp::gemm_config_description();
 }
