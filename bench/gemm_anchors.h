@@ -14,9 +14,7 @@
 
 namespace hddp::bench {
 
-template <class T>
-using GemmFn = void (*)(Trans, Trans, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*,
-                        int64_t, T, T*, int64_t);
+using hddp::GemmFn;
 
 struct Anchor {
   std::string name;    // "openblas", "blis"

@@ -112,8 +112,7 @@ std::pair<double, double> time_loop(F&& fn, double min_time, int min_calls) {
   return {el / calls, (cpu_seconds() - c0) / (el * threads)};
 }
 
-using GemmFn = void (*)(hddp::Trans, hddp::Trans, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                        const float*, int64_t, float, float*, int64_t);
+using GemmFn = hddp::GemmFn<float>;
 
 int gemm_worker(const std::map<std::string, std::string>& a) {
   const double min_time = std::stod(get(a, "min-time", "0.2"));
