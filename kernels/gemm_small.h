@@ -1,7 +1,8 @@
 #pragma once
-// Direct path for tiny GEMMs such as the tutorial's (32x1)(1x20) and (32x20)(20x1): one
-// operand is copied into a small zero-padded stack panel P, the other is read in place, and
-// C is written once. No threads, no heap, no big packing: tens of nanoseconds per call.
+// Direct path for small GEMMs, from the tutorial's (32x1)(1x20) and (32x20)(20x1) up to 64^3:
+// one operand (P) is streamed row by row, in place where its rows are contiguous, else from a
+// small zero-padded stack copy; the other (X) is broadcast element by element; C is written
+// once. No threads, no heap, no packing: tens of nanoseconds for the tutorial's products.
 //
 // Included by each micro-kernel file inside its own namespace (HDDP_ISA), so the same loops
 // are compiled once per instruction set without ODR clashes, with that set's register width
