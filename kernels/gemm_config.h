@@ -13,7 +13,8 @@
 // malformed one, or an entry this CPU cannot run, throws std::invalid_argument naming the file
 // and what to do. Results are bitwise identical across thread counts for any one choice.
 //
-// Format (gemm_tune writes it; "avx512"/"avx2"/"portable" entries under "blocking" optional):
+// Format (gemm_tune writes it; "blocking" may be left out, then each set runs its own; where it
+// is given it must hold the chosen kernel's entry, the other sets' entries are optional):
 //   {"format": "hddp-gemm-wisdom-1",
 //    "cpus": {"GenuineIntel family 6 model 207: Intel(R) Xeon(R) Processor": {
 //       "float":  {"kernel": "avx512", "blocking": {"avx512": {"MC": 192, "KC": 256, "NC": 4096},
