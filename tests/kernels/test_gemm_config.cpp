@@ -128,7 +128,7 @@ TEST(GemmConfig, ForcedSetTakesWisdomBlockingForItOrItsOwn) {
   EXPECT_EQ(c.kernels.d.blocking.MC, kAvx2Double.MC);
 }
 
-TEST(GemmConfig, BadInputIsRefusedWithWhatToDo) {
+TEST(GemmConfig, BadInputIsRefusedNamingTheFix) {
   expect_refused("{not json", "gemm_tune");
   expect_refused("{\"format\": \"other\", \"cpus\": {}}", "hddp-gemm-wisdom-1");
   expect_refused(wisdom("sse9", "{\"MC\": 12, \"KC\": 77, \"NC\": 64}"), "sse9");
