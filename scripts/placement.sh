@@ -35,10 +35,13 @@ hddp_place() {
   esac
   if [ "$mode" = cores ] && [ "$(hddp_smt)" -eq 1 ]; then
     # SMT: a CPU (Slurm's -c, nproc) is a hardware thread, and PE must count those too, or
-    # Open MPI would look for -c whole cores in a share of -c/2. (Flags checked on a machine
-    # without SMT, where hardware threads are cores; not measured on an SMT node.)
+    # Open MPI would look for -c whole cores in a share of -c/2 (mpirun(1), "processing
+    # element": a hardware thread under --use-hwthread-cpus). Flags checked on a machine without
+    # SMT, where hardware threads are cores; the branch is tested with a faked topology
+    # (tests/scripts/test_placement.sh); not measured on an SMT node.
     HDDP_PLACE=(--use-hwthread-cpus --map-by "slot:PE=$cpus" --bind-to hwthread)
     export OMP_PLACES=threads OMP_PROC_BIND=close
+    HDDP_PLACE_WHY="$HDDP_PLACE_WHY; SMT here: those are $cpus hardware threads, one OpenMP thread on each"
   elif [ "$mode" = cores ]; then
     HDDP_PLACE=(--map-by "slot:PE=$cpus" --bind-to core)
     export OMP_PLACES=cores OMP_PROC_BIND=close
@@ -81,10 +84,15 @@ hddp_slurm_nodes_share_host() {
 # OMP_NUM_THREADS when it is set).
 hddp_cpus_here() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
 
-# 1 when this host's online CPUs are hardware threads of fewer cores (SMT, hyper-threading).
+# 1 when this host's online CPUs are hardware threads of fewer cores (SMT, hyper-threading): some
+# online CPU shares its core with another (the kernel lists only online siblings, and removes an
+# offline CPU's topology folder). Read from sysfs, which HDDP_SYSFS_CPU redirects: the test
+# (tests/scripts/test_placement.sh) fakes an SMT and a non-SMT topology there, without root.
 hddp_smt() {
-  local cpus cores
-  cpus="$(lscpu -p=CPU 2>/dev/null | grep -vc '^#' || true)"
-  cores="$(lscpu -p=CORE,SOCKET 2>/dev/null | grep -v '^#' | sort -u | wc -l || true)"
-  if [ "${cpus:-0}" -gt "${cores:-0}" ] && [ "${cores:-0}" -gt 0 ]; then echo 1; else echo 0; fi
+  local sys="${HDDP_SYSFS_CPU:-/sys/devices/system/cpu}" f
+  for f in "$sys"/cpu[0-9]*/topology/thread_siblings_list; do
+    [ -r "$f" ] || continue
+    case "$(<"$f")" in *[,-]*) echo 1; return ;; esac   # "0,8" or "0-1": two threads or more
+  done
+  echo 0
 }
