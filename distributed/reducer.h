@@ -120,6 +120,9 @@ class Reducer {
   const ReducerStats& stats() const { return stats_; }
   ReduceMode mode() const { return opt_.mode; }
   int size() const { return size_; }
+  // The op of the reducer's collectives: MPI_SUM, or with 2 ranks the mean of the two (below).
+  // For benchmarks that time the calls the reducer makes (bench/at_scale's comm check).
+  MPI_Op reduction_op() const { return op_; }
 
   class Engine;  // a progress strategy (reducer.cpp): Test or Thread mode
 

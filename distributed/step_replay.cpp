@@ -378,7 +378,9 @@ StepTimeline replay_overlapped(const ModelProfile& m, const AllreduceTable& t, c
     for (const Round& r : sched) sum_bytes += double(r.bytes);
     for (size_t k = 0; k < sched.size(); ++k) {
       const double share = sum_bytes > 0 ? double(sched[k].bytes) / sum_bytes : 1.0 / n;
-      rounds[b].push_back({lat / n + (total - lat) * share, double(sched[k].reduced) / o.reduce_bandwidth});
+      const double network = lat / n + (total - lat) * share, reduce = double(sched[k].reduced) / o.reduce_bandwidth;
+      if (o.transfers_on_caller) rounds[b].push_back({0.0, network + reduce});  // all inside the call
+      else rounds[b].push_back({network, reduce});
     }
   }
   // When each bucket is launched: in the hook after the layer that completes it, i.e. once

@@ -13,7 +13,7 @@
 // MPI call, one round per call: the hook after each layer and every poll interval of compute
 // while a bucket is in flight (Test mode), continuously in finish(). A halving round's reduction
 // (the bytes received, at the reduction bandwidth) runs inside that call, on the compute thread:
-// backward is stretched by it. Buckets run one after another (as in bucket_plan.h).
+// backward is stretched by it; on shared memory the round's transfer too (transfers_on_caller). Buckets run one after another (as in bucket_plan.h).
 // Each round's network time is the table's iallreduce time for the bucket split over the
 // rounds: the latency (alpha of an alpha-beta fit of the table at P) evenly, the rest in
 // proportion to the round's bytes.
@@ -106,6 +106,11 @@ struct ReplayOptions {
   double poll_interval = 50e-6;     // seconds of compute between MPI_Test calls (Test mode)
   double reduce_bandwidth = 10e9;   // bytes/s of `a += b` (float) on the compute thread
   std::string blocking_op = "allreduce", overlapped_op = "iallreduce";  // table rows used
+  // Shared memory (every rank on one host, Open MPI's vader): a round's transfer is copies the
+  // CPU makes inside the MPI call that progresses it, not a network working in the background,
+  // so the overlapped replay charges it to the calling (compute) thread like the reductions.
+  // Measured: without it the replay put 25-67 % of the 2-rank exposed time here (at_scale_comm_check).
+  bool transfers_on_caller = false;
 };
 
 // Rabenseifner's schedule of one bucket of `bytes` at P ranks: R = 2 ceil(log2 P) rounds;

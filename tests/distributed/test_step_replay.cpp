@@ -97,6 +97,21 @@ TEST(StepReplay, TwoBucketsComputeLongerThanCommunication) {
   EXPECT_NEAR(s.efficiency(), 11.0 / (13 + 1.0 / 3), 1e-12);
 }
 
+TEST(StepReplay, SharedMemoryTransfersRunOnTheCaller) {
+  // As TwoBucketsComputeLongerThanCommunication, each round's transfer (2/3 ms) now inside the
+  // call: bucket 0 launched at 1, the hook runs round 0 (2/3 + 0.5 reduce) -> 2 1/6; the poll
+  // at 3 1/6 runs round 1 -> 3 5/6; layer a ends at 12 5/6; bucket 1 in its hook -> 14, in
+  // finish() -> 14 2/3. Exposed 3 2/3 ms instead of 2 1/3.
+  ReplayOptions o = options();
+  o.transfers_on_caller = true;
+  const StepTimeline s = replay_overlapped(two_layers(10), table(), o);
+  EXPECT_NEAR(s.step, (14 + 2.0 / 3) * ms, 1e-12);
+  EXPECT_NEAR(s.exposed, (3 + 2.0 / 3) * ms, 1e-12);
+  // Blocking is the same either way: the whole allreduce is on the caller already.
+  const StepTimeline b = replay_blocking(two_layers(10), table(), o), b0 = replay_blocking(two_layers(10), table(), options());
+  EXPECT_DOUBLE_EQ(b.step, b0.step);
+}
+
 TEST(StepReplay, TwoBucketsComputeShorterThanCommunication) {
   // Bucket 0 launched at 1, layer a (0.5 ms) ends at 1.5 before any poll: backward is not
   // stretched. finish(): round 0 at 1 2/3 + 0.5, round 1 at 2 5/6 (done); bucket 1: round 0
