@@ -6,7 +6,8 @@
 #           --table-csv read by the replay
 #   smpi    (only with at_scale_sim) 4-16 simulated ranks: the allreduce table's rows, the step
 #           with --check-sums (every bucket's sum on every rank), the in-simulator step against
-#           the replay (within 10 %), a non-power-of-two count refused
+#           the replay (step within 10 %, exposed time within 5 %, and a 1.5x network error
+#           caught), a non-power-of-two count refused
 # Usage: test_at_scale.sh tools|smpi <build>/bench <mpiexec> <scratch dir inside the build tree>
 set -uo pipefail
 PART=$1 BIN=$2 MPIEXEC=$3 WORK=$4
@@ -52,9 +53,18 @@ if [ "$PART" = tools ]; then
   expect 0 "--model" "$BIN/at_scale_measure" --help
   # A measured profile and config; the replay reads both.
   "$BIN/at_scale_measure" --model tutorial --batch 32 --reps 20 --profile-out "$W/tut.csv" --config-out "$W/tut.toml" \
-    >"$WORK/m.log" 2>&1 && grep -q '^other-ms = ' "$W/tut.toml" && grep -q '^reduce-gbps = ' "$W/tut.toml" \
+    >"$WORK/m.log" 2>&1 && python3 -c "
+import re; t = open('$W/tut.toml').read()
+o, g = (float(re.search('^' + k + r' = (\S+)$', t, re.M).group(1)) for k in ('other-ms', 'reduce-gbps'))
+assert 0 < o < 100 and 0.1 < g < 1000, (o, g)" \
     && rows_ok "$W/tut.csv" 3 && pass "measure: tutorial profile and config" || fail "measure: $(cat "$WORK/m.log")"
-  grep -q '^2,1048576+1024,' "$W/wide.csv" && pass "flop profile: layer 2 is 1024x1024 + bias" || fail "flop profile"
+  # Layer 2 of the wide MLP at batch 256: 1024x1024 + bias; forward 2 B in out + B out flop,
+  # backward twice that.
+  python3 -c "
+import csv; r = [x for x in csv.DictReader(open('$W/wide.csv')) if x['layer'] == '2'][0]
+f = 2 * 256 * 1024 * 1024 + 256 * 1024
+assert r['params'] == '1048576+1024' and float(r['forward_flop']) == f and abs(float(r['backward_flop']) / (2 * f) - 1) < 1e-8, r" \
+    && pass "flop profile: layer 2 is 1024x1024 + bias, its flop counted" || fail "flop profile"
   # A hand-made table at 2 and 4 ranks.
   T="$WORK/t.csv"
   printf 'op,ranks,bytes,seconds,reduction_charged\n' >"$T"
@@ -127,18 +137,27 @@ PY
       --out "$WORK/s$p.csv" >"$WORK/s$p.log" 2>&1 && rows_ok "$WORK/s$p.csv" 1 \
       && pass "SMPI step on real data, $p ranks: sums correct" || fail "SMPI step --check-sums $p: $(tail -3 "$WORK/s$p.log")"
   done
+  # The exposed time is compared, not only the step (which compute dominates): within 5 % (the
+  # reductions are most of it here), and the replay on the table x1.5 (network 1.5x off) must miss it.
   for p in 4 16; do
     smpi $p "$(platform $p 100 0.25)" step --profile "$W/wide.csv" --node-gflops 560 --cap-mib 2 \
       --reduce-gbps 10 --out "$WORK/sim$p.csv" >"$WORK/sim$p.log" 2>&1 || fail "SMPI step $p: $(tail -3 "$WORK/sim$p.log")"
-    "$BIN/at_scale_replay" --profile "$W/wide.csv" --node-gflops 560 --cap-mib 2 --reduce-gbps 10 --table "$WORK/t.csv" \
-      --ranks $p --no-best-cap --out "$WORK/rep$p.csv" 2>/dev/null || fail "replay $p"
-    python3 - "$WORK/sim$p.csv" "$WORK/rep$p.csv" <<'PY' && pass "replay vs SMPI step at $p ranks" || fail "replay vs SMPI at $p"
+    awk -F, 'NR == 1 { print; next } { $4 = $4 * 1.5; print }' OFS=, "$WORK/t.csv" >"$WORK/t15.csv"
+    for t in t t15; do
+      "$BIN/at_scale_replay" --profile "$W/wide.csv" --node-gflops 560 --cap-mib 2 --reduce-gbps 10 --table "$WORK/$t.csv" \
+        --ranks $p --no-best-cap --out "$WORK/rep$p-$t.csv" 2>/dev/null || fail "replay $p on $t.csv"
+    done
+    python3 - "$WORK/sim$p.csv" "$WORK/rep$p-t.csv" "$WORK/rep$p-t15.csv" <<'PY' && pass "replay vs SMPI step at $p ranks" || fail "replay vs SMPI at $p"
 import csv, sys
 sim = list(csv.DictReader(open(sys.argv[1])))[0]
-rep = [r for r in csv.DictReader(open(sys.argv[2])) if r["mode"] == "overlapped"][0]
+rep, off = ([r for r in csv.DictReader(open(f)) if r["mode"] == "overlapped"][0] for f in sys.argv[2:4])
 a, b = float(rep["step_ms"]), float(sim["step_ms"])
-print(f"  replay {a:.4f} ms, SMPI {b:.4f} ms, ratio {a / b:.4f}; exposed {float(rep['exposed_ms']):.4f} / {float(sim['exposed_ms']):.4f} ms")
+e, es, eo = float(rep["exposed_ms"]), float(sim["exposed_ms"]), float(off["exposed_ms"])
+print(f"  replay {a:.4f} ms, SMPI {b:.4f} ms, ratio {a / b:.4f}; exposed {e:.4f} / {es:.4f} ms ({e / es:.4f}); "
+      f"with the table x1.5: {eo:.4f} ms ({eo / es:.4f})")
 assert abs(a / b - 1) <= 0.10 and int(rep["buckets"]) == int(sim["buckets"]) > 2
+assert es > 0 and abs(e / es - 1) <= 0.05, "exposed time off"
+assert abs(eo / es - 1) > 0.05, "a 1.5x network error passes: the check cannot fail"
 PY
   done
   seq 0 5 | sed 's/^/node-/' >"$WORK/platforms/hosts-6"
