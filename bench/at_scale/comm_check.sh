@@ -27,5 +27,7 @@ for p in 2 3; do
     --out "$OUT/comm-$p.csv" --raw-out "$OUT/comm-$p.json" || rc=1
   column -s, -t "$OUT/comm-$p.csv" | cut -c1-200 >&2
 done
-echo "kept: $OUT/comm-{model.csv,2.csv,2.json,3.csv,3.json}" >&2
+python3 "$ROOT/bench/at_scale/tables.py" comm "$OUT" >"$OUT/comm.md"
+cat "$OUT/comm.md" >&2
+echo "kept: $OUT/comm-{model.csv,2.csv,2.json,3.csv,3.json} and comm.md (bench/RESULTS.md's table)" >&2
 exit $rc
