@@ -9,13 +9,14 @@
 #   replay    at_scale_replay for four models: tutorial (measured here), wide MLP, ResNet-50-like
 #             and VGG-16-like (flop profiles at NODE_GFLOPS) -> replay.csv (+ best cap per P)
 #   check     the overlapped step inside SMPI (at_scale_sim step) at CHECK_RANKS vs the replay
-#   validate  here, 2 ranks: the platform fitted to a real ping-pong, the replay's wide-MLP step
-#             (blocking and Test mode) vs bench_allreduce's measured step/wide/b256/cap25MiB
+#   validate  the communication model against the real reducer here, 2 and 3 ranks, several caps
+#             (comm_check.sh: at_scale_comm_check; fails when the replay is 25 % off)
 #   horovod   ResNet-50 and VGG-16 at HOROVOD_RANKS over 25 Gbit/s links (Horovod's network)
 #   plots     PDFs: step and exposed communication, efficiency and best cap vs nodes
 # Environment: RANKS ("2 4 8 ... 1024"), CHECK_RANKS ("16 64 256 1024"), LINK_GBPS (100),
 # LINK_LAT_US (0.25 per link; 4 links across the spine), BW_FACTOR (0.97), LAT_FACTOR (1),
-# NODE_GFLOPS (560 = 16 cores x 50 GFLOP/s x 0.7), BATCH_WIDE (256), POLL_US (50),
+# NODE_GFLOPS (560 = 16 cores x 50 GFLOP/s x 0.7), NODE_MEM_GBPS (100: the optimizer's memory
+# bandwidth on one node), BATCH_WIDE (256), POLL_US (50),
 # REDUCE_GBPS (measured here by at_scale_measure unless set), HDDP_BUILD_DIR (build).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -27,7 +28,7 @@ RANKS="${RANKS:-2 4 8 16 32 64 128 256 512 1024}"
 CHECK_RANKS="${CHECK_RANKS:-16 64 256 1024}"
 LINK_GBPS="${LINK_GBPS:-100}" LINK_LAT_US="${LINK_LAT_US:-0.25}"
 BW_FACTOR="${BW_FACTOR:-0.97}" LAT_FACTOR="${LAT_FACTOR:-1}"
-NODE_GFLOPS="${NODE_GFLOPS:-560}" BATCH_WIDE="${BATCH_WIDE:-256}" POLL_US="${POLL_US:-50}"
+NODE_GFLOPS="${NODE_GFLOPS:-560}" NODE_MEM_GBPS="${NODE_MEM_GBPS:-100}" BATCH_WIDE="${BATCH_WIDE:-256}" POLL_US="${POLL_US:-50}"
 HOROVOD_RANKS="${HOROVOD_RANKS:-128 512}"
 [ "$(id -u)" -ne 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -63,7 +64,7 @@ table() {
     local f="$OUT/tables/$name-$p.csv"
     if [ ! -s "$f" ]; then
       log "allreduce table, $p simulated nodes, ${gbps} Gbit/s"
-      smpi "$p" "$(platform "$p" "$gbps" "$LINK_LAT_US")" allreduce --min-kib 4 --max-mib 64 \
+      smpi "$p" "$(platform "$p" "$gbps" "$LINK_LAT_US")" allreduce --min-kib 0.0625 --max-mib 64 \
         --reduce-gbps "$(reduce_gbps)" --out "$f.tmp" >"$OUT/logs/table-$name-$p.log" 2>&1 \
         || { tail -5 "$OUT/logs/table-$name-$p.log" >&2; die "the SMPI allreduce at $p ranks failed"; }
       mv "$f.tmp" "$f"
@@ -80,50 +81,20 @@ replay() {
     2>"$OUT/logs/replay-$model.txt" || { cat "$OUT/logs/replay-$model.txt" >&2; die "replay of $model failed"; }
   cat "$OUT/logs/replay-$model.txt" >&2
 }
+# The rest of a step (loss + optimizer) of a flop model: Adam's memory traffic, 28 B per
+# parameter (reads p, g, m, v; writes p, m, v) at NODE_MEM_GBPS; the loss is negligible beside it.
+adam_ms() {
+  python3 - "$OUT/profiles/$1.csv" "$NODE_MEM_GBPS" <<'PY'
+import csv, sys
+n = sum(sum(int(x) for x in r["params"].split("+")) for r in csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
+print(f"{n * 28 / (float(sys.argv[2]) * 1e9) * 1e3:.6f}")
+PY
+}
 model_args() {  # how each model's compute becomes seconds on one node
   case $1 in
     tutorial) echo "--other-ms $(tutorial_other_ms)" ;;
-    *) echo "--node-gflops $NODE_GFLOPS" ;;
+    *) echo "--node-gflops $NODE_GFLOPS --other-ms $(adam_ms "$1")" ;;
   esac
-}
-
-# Validation here, 2 ranks (ranks <= cores: SMPI does not model oversubscription):
-#  1. a real ping-pong (at_scale_mpi, Open MPI) fitted by t = alpha + bytes / bw; a 2-node
-#     platform with those figures (2 links: alpha / 2 each), network factors 1; the simulated
-#     ping-pong beside the real one (calibration.csv);
-#  2. the SMPI allreduce table at 2 ranks on it; the wide MLP's compute measured here by two
-#     concurrent at_scale_measure (as the two ranks compute at once), batch BATCH_WIDE;
-#  3. the replay's step (blocking, Test mode; cap 25 MiB, first 1 MiB, poll 50 us) beside
-#     bench_allreduce's measured step/wide/b<BATCH_WIDE>/cap25MiB (validation.csv).
-validate() {
-  local v="$OUT/validate" root_flag=()
-  mkdir -p "$v"
-  [ "$(id -u)" -ne 0 ] || root_flag=(--allow-run-as-root)
-  log "validation: ping-pong on this machine"
-  OMP_NUM_THREADS=1 timeout 300 mpiexec "${root_flag[@]}" -n 2 --bind-to none "$BIN/at_scale_mpi" pingpong \
-    --max-mib 16 --reps 50 --out "$v/pingpong-real.csv"
-  read -r alpha bw < <(python3 "$ROOT/bench/at_scale/tables.py" fit "$v/pingpong-real.csv")
-  local lat_us gbps
-  lat_us=$(python3 -c "print(f'{$alpha * 1e6 / 2:.6f}')") gbps=$(python3 -c "print(f'{$bw * 8e-9:.4f}')")
-  log "fitted: alpha $(python3 -c "print(f'{$alpha * 1e6:.3f}')") us, $(python3 -c "print(f'{$bw * 1e-9:.2f}')") GB/s"
-  local plat
-  plat=$(platform 2 "$gbps" "$lat_us")
-  SMPI_BW_FACTOR=1 SMPI_LAT_FACTOR=1 smpi 2 "$plat" pingpong --max-mib 16 --out "$v/pingpong-smpi.csv" >"$v/smpi.log" 2>&1
-  log "validation: allreduce table at 2 simulated ranks, compute measured here"
-  mpiexec "${root_flag[@]}" -n 2 --bind-to none -x OMP_NUM_THREADS=1 bash -c \
-    '"$0" --model wide --batch "$1" --reps 20 --profile-out "$2/wide-here-$OMPI_COMM_WORLD_RANK.csv" --config-out "$2/wide-here-$OMPI_COMM_WORLD_RANK.toml"' \
-    "$BIN/at_scale_measure" "$BATCH_WIDE" "$v"
-  SMPI_BW_FACTOR=1 SMPI_LAT_FACTOR=1 smpi 2 "$plat" allreduce --min-kib 4 --max-mib 64 \
-    --reduce-gbps "$(sed -n 's/^reduce-gbps = //p' "$v/wide-here-0.toml")" --out "$v/table-here.csv" >>"$v/smpi.log" 2>&1
-  "$BIN/at_scale_replay" --profile "$v/wide-here-0.csv" --name wide --table "$v/table-here.csv" --ranks 1,2 \
-    --config "$v/wide-here-0.toml" --cap-mib 25 --first-cap-mib 1 --poll-us 50 --no-best-cap --out "$v/replay-here.csv"
-  log "validation: bench_allreduce step/wide/b$BATCH_WIDE/cap25MiB, 2 ranks (3 runs)"
-  for r in 1 2 3; do
-    OMP_NUM_THREADS=1 timeout 600 mpiexec "${root_flag[@]}" -n 2 --bind-to none -x OMP_NUM_THREADS "$BIN/bench_allreduce" \
-      --benchmark_filter="^step/wide/b$BATCH_WIDE/cap25MiB(/iter|\$)" --benchmark_out="$v/bench-$r.json" \
-      --benchmark_out_format=json >"$v/bench-$r.txt" 2>&1 || { tail -5 "$v/bench-$r.txt" >&2; die "bench_allreduce failed"; }
-  done
-  python3 "$ROOT/bench/at_scale/tables.py" validation "$v" | tee "$v/validation.md" >&2
 }
 
 profiles
@@ -159,7 +130,7 @@ PY
         done
       done
       column -s, -t "$OUT/check.csv" >&2 ;;
-    validate) validate ;;
+    validate) bash "$ROOT/bench/at_scale/comm_check.sh" ;;  # keeps its data in bench/results/<cpu>/at_scale
     horovod)
       # Horovod's published setting: 128 servers x 4 Pascal GPUs over 25 Gbit/s; a node here is a
       # server (its 4 GPUs reduce locally first) whose step takes one GPU's time for 64 images:
