@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figures that can fail: re-derives the GEMM, whole-step and Fashion-MNIST figures of README.md
+"""Figures that can fail: re-derives the GEMM, whole-step, Fashion-MNIST and at-scale figures of README.md
 and bench/RESULTS.md from the raw data kept under bench/results/<cpu>/, and exits 1 naming every
 claim the data no longer supports.
 
@@ -20,6 +20,7 @@ import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
 RESULTS = os.path.join(ROOT, "bench", "results", "intel-xeon-processor")
+AMD = os.path.join(ROOT, "bench", "results", "amd-epyc")
 failures = []
 checks = 0
 
@@ -87,7 +88,27 @@ def check_gemm_table():
         failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of gemm_table.md, the first: {missing[0]}")
 
 
+def check_at_scale():
+    """at_scale/comm.md (the communication model against the reducer) and at_scale/sim/summary.md
+    (the simulated tables) are what bench/at_scale/tables.py makes of the kept CSVs, and their
+    rows are in bench/RESULTS.md."""
+    global checks
+    adir = os.path.join(AMD, "at_scale")
+    for kind, src, md in (("comm", adir, "comm.md"), ("summary", os.path.join(adir, "sim"), os.path.join("sim", "summary.md"))):
+        kept = open(os.path.join(adir, md)).read()
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "at_scale", "tables.py"), kind, src],
+                             capture_output=True, text=True, check=True).stdout
+        checks += 1
+        if out != kept:
+            failures.append(f"{adir}/{md}: not what bench/at_scale/tables.py {kind} makes of the kept CSVs")
+        checks += 1
+        missing = [l for l in kept.splitlines() if l.startswith("| ") and l[2].isalnum() and l not in read("bench/RESULTS.md")]
+        if missing:
+            failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of {md}, the first: {missing[0]}")
+
+
 check_gemm_table()
+check_at_scale()
 check_table("step_vs_pytorch", "bench/step/step_table.py", step_args)
 check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", mnist_args)
 
@@ -163,6 +184,13 @@ CLAIMS = [
     ("README.md", "(1.9x on 1 rank)", mnist_epoch(1, "pytorch") / mnist_epoch(1, "hddp"), 1.9, 0.05),
     ("README.md", "3.6-4.4x less memory", mnist_rss(2, "pytorch") / mnist_rss(2, "hddp"), 3.6, 0.05),
     ("README.md", "3.6-4.4x less memory", mnist_rss(1, "pytorch") / mnist_rss(1, "hddp"), 4.4, 0.05),
+]
+comm = [r for p in (2, 3) for r in csv.DictReader(open(os.path.join(AMD, "at_scale", f"comm-{p}.csv")))]
+CLAIMS += [
+    ("README.md", "within 0.93-1.14x on 2 ranks", min(float(r["ratio"]) for r in comm if r["ranks"] == "2"), 0.93, 0.005),
+    ("README.md", "within 0.93-1.14x on 2 ranks", max(float(r["ratio"]) for r in comm if r["ranks"] == "2"), 1.14, 0.005),
+    ("README.md", "one row of 12 short (1.49x", max(float(r["ratio"]) for r in comm), 1.49, 0.005),
+    ("README.md", "one row of 12 short (1.49x", sum(abs(float(r["ratio"]) - 1) > 0.25 for r in comm), 1, 0),
 ]
 for path, text, value, stated, tol in CLAIMS:
     checks += 1
