@@ -8,8 +8,8 @@
 //   table     at every bucket size those caps produce, the calls the reducer makes: MPI_Allreduce
 //             in place, and libnbc's rabenseifner MPI_Iallreduce in place + MPI_Wait
 //   reduce    float a += b over the largest bucket (the reduction bandwidth)
-// Each figure is the slowest rank's; the round medians are kept. Then the replay
-// (distributed/step_replay.h) of the same steps from that table and bandwidth, and
+// Each figure is the slowest rank's, kept per round. Then the replay (distributed/step_replay.h)
+// of the same steps from that table and bandwidth, and
 //   measured communication = step - compute  (blocking: the whole allreduce time; Test mode:
 //                                             the exposed time)
 //   replayed communication = the replay's exposed time
