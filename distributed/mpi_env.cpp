@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
-#include <iostream>
 
 namespace hddp::mpi {
 
@@ -98,8 +97,14 @@ void abort_all(int code, const std::string& what) {
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::fflush(stdout);
-  if (rank >= 0) std::cerr << "[rank " << rank << "] error: " << what << std::endl;
-  else std::cerr << "error: " << what << std::endl;
+  // One write(2): std::cerr is unbuffered, so "<<" pieces reach mpiexec as separate chunks and
+  // the MPI_Abort banner (sent on another channel) can land between them (seen in CI).
+  const std::string line = (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string()) + "error: " + what + "\n";
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n <= 0) break;
+    done += size_t(n);
+  }
   if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
 }
