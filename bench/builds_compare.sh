@@ -40,7 +40,7 @@ us_per_step() {  # $1 build, $2 ranks, $3.. mode flags
 }
 for np in 1 2 3; do
   for mode in test blocking thread; do
-    case $mode in test) flags=() ;; blocking) flags=(--no-overlap) ;; thread) flags=(--progress thread) ;; esac
+    flags=(--reduce-mode "$mode")
     [ "$np" -eq 1 ] && [ "$mode" != test ] && continue
     a=() b=() r=()
     for k in $(seq 1 "$ROUNDS"); do

@@ -96,8 +96,10 @@ std::vector<hddp::RankPlacement> report_placement(const Env& env, const Options&
 
 hddp::ReducerOptions reducer_options(const Options& o, hddp::Watchdog& watchdog) {
   hddp::ReducerOptions r;
-  r.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb * 1048576.0));
-  r.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb * 1048576.0));
+  // "auto" caps start at the defaults; autosize() replaces them.
+  const Options d;
+  r.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb.value_or(*d.bucket_mb) * 1048576.0));
+  r.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb.value_or(*d.first_bucket_mb) * 1048576.0));
   r.mode = o.mode;
   // Thread mode: on the core OpenMP leaves free, if any (OMP_PLACES=cores OMP_PROC_BIND=close
   // and OMP_NUM_THREADS below the rank's cores); else it shares the master's.
@@ -116,7 +118,7 @@ void autosize(const Env& env, const Options& o, hddp::Sequential<float>& model, 
   for (auto& v : wx) v = warm.uniform(-1.0f, 1.0f);
   for (auto& v : wy) v = warm.uniform(-0.9f, 0.9f);
   hddp::AutosizeOptions ao;
-  ao.tune_first = o.first_bucket_mb_auto;
+  ao.tune_first = !o.first_bucket_mb;
   ao.first_cap_bytes = r.first_bucket_cap_bytes;
   const hddp::AutosizeResult a = hddp::autosize_buckets(env.comm(), model, wx.data(), n, wy.data(), ao, r);
   r.bucket_cap_bytes = a.plan.cap_bytes;
@@ -204,7 +206,7 @@ int run(Env& env, const Options& o) {
 
   std::unique_ptr<hddp::Trace> trace = o.trace.empty() ? nullptr : std::make_unique<hddp::Trace>(rank);
   hddp::ReducerOptions ropt = reducer_options(o, watchdog);
-  if (o.bucket_mb_auto) autosize(env, o, model, ropt);
+  if (!o.bucket_mb) autosize(env, o, model, ropt);
   hddp::DistributedModel ddp(env.comm(), model, ropt, trace.get());  // checks the model is the same everywhere
   ddp.set_check_finite(true);  // each layer's local gradients, before its bucket is launched
   Guard guard(env, o, watchdog, state.start(), [&] { return state.kept_note(); });

@@ -1,13 +1,14 @@
 #pragma once
-// poly_train's command line: every option, its default, and its validation. Options that name
-// one of a set are enums, parsed once here; a name outside the set is a usage error.
+// poly_train's command line: every option, its default, and its validation (options.cpp, one
+// CLI11 call per option through drivers/common/options.h). Options that name one of a set are
+// enums; a name outside the set is a usage error.
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "distributed/reducer.h"
+#include "drivers/common/options.h"
 #include "kernels/gemm.h"
 #include "poly_train/problem.h"
 
@@ -19,9 +20,7 @@ const char* to_string(OptimizerKind k);  // "adam" | "sgd"
 const char* to_string(Sampling s);       // "per-rank" | "sharded"
 
 // Bad command-line input: the driver prints it with a pointer to --help and exits with 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using UsageError = hddp::cli::UsageError;
 
 // --epochs at most this: per-rank loss counts stay MPI ints (and 4 GB of loss history).
 inline constexpr int64_t kMaxEpochs = 1000000000;
@@ -39,9 +38,9 @@ struct Options {
   int64_t log_every = 100;
   std::string out = ".";
   bool plot = true;
-  double bucket_mb = 25, first_bucket_mb = 1;
-  bool bucket_mb_auto = false, first_bucket_mb_auto = false;  // "auto": distributed/bucket_autosize.h
-  hddp::ReduceMode mode = hddp::ReduceMode::Test;  // --reduce-mode (--no-overlap, --progress)
+  // Bucket caps in MiB; none: "auto", chosen at start (distributed/bucket_autosize.h).
+  std::optional<double> bucket_mb = 25, first_bucket_mb = 1;
+  hddp::ReduceMode mode = hddp::ReduceMode::Test;
   int threads = 0;                     // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else cores
   std::optional<hddp::GemmBackend> gemm;  // none: HDDP_GEMM or blocked
   std::string trace;                   // Chrome-trace JSON path ("" = off)
@@ -51,8 +50,8 @@ struct Options {
   std::string export_path;             // --export: the trained weights as safetensors ("" = off)
   std::string init;                    // --init: start from these safetensors weights ("" = seed's)
   bool help = false;
-  // FNV-1a of the arguments and the --config file's bytes: the same on every rank of one job,
-  // which main checks (a file one node reads differently must not split the ranks).
+  // FNV-1a of the arguments and the --config file's bytes (hddp::cli::parse): the same on every
+  // rank of one job, which main checks (a file one node reads differently must not split the ranks).
   uint64_t source_hash = 0;
 
   // Faults: checkpoint/resume, signals, non-finite values (README "Faults"; --help).

@@ -1,4 +1,5 @@
-// poly_train's command line (drivers/poly_train/options.cpp, CLI11): --config FILE (TOML/INI,
+// poly_train's command line (drivers/poly_train/options.cpp over drivers/common/options.h,
+// CLI11): --config FILE (TOML/INI,
 // keys the long options without dashes) and the command line over it, and the messages of
 // bad input. Config files live in a temporary folder under the working directory (the build
 // tree under ctest), removed at the end.
@@ -54,7 +55,7 @@ TEST_F(Options, ConfigFileValuesAreUsed) {
   EXPECT_EQ(o.sampling, poly::Sampling::Sharded);
   EXPECT_FALSE(o.plot);
   EXPECT_TRUE(o.stats);
-  EXPECT_TRUE(o.bucket_mb_auto);
+  EXPECT_FALSE(o.bucket_mb.has_value());  // auto
   EXPECT_EQ(o.inject_nan.epoch, 5);
   EXPECT_EQ(o.inject_nan.rank, 1);
   EXPECT_EQ(o.batch_size, poly::Options{}.batch_size);  // not in the file: the default
@@ -101,27 +102,33 @@ TEST(OptionsCli, MessagesNameTheFlag) {
   EXPECT_EQ(refusal({"--epochs"}), "--epochs: missing value");
   EXPECT_EQ(refusal({"--epochs", "ten"}), "--epochs: expected an integer, got 'ten'");
   EXPECT_EQ(refusal({"--epochs=-5"}), "--epochs: must be in [1, 1000000000], got -5");
-  EXPECT_EQ(refusal({"--lr", "-1"}), "--lr: must be > 0");
+  EXPECT_EQ(refusal({"--lr", "-1"}), "--lr: must be > 0, got -1");
+  EXPECT_EQ(refusal({"--lr", "nan"}), "--lr: expected a number, got 'nan'");
+  EXPECT_EQ(refusal({"--momentum", "1"}), "--momentum: must be in [0, 1), got 1");
+  EXPECT_EQ(refusal({"--timeout", "0.5"}), "--timeout: must be 0 (off) or in [1, 10000000], got 0.5");
+  EXPECT_EQ(refusal({"--hidden", "64,0"}), "--hidden: must be in [1, 65536], got 0");
+  EXPECT_EQ(refusal({"--hidden", "20,,3"}), "--hidden: expected a ','-separated list without empty items, got '20,,3'");
+  EXPECT_EQ(refusal({"--seed", "-3"}), "--seed: must be in [0, 9223372036854775807], got -3");
   EXPECT_EQ(refusal({"--optimizer", "rmsprop"}), "--optimizer: expected one of adam, sgd, got 'rmsprop'");
-  EXPECT_EQ(refusal({"--progress", "blocking"}), "--progress: expected one of test, thread, got 'blocking'");
+  EXPECT_EQ(refusal({"--reduce-mode", "overlap"}), "--reduce-mode: expected one of blocking, test, thread, got 'overlap'");
   EXPECT_EQ(refusal({"--gemm=fast"}), "--gemm: expected one of blocked, openblas, naive, got 'fast'");
   EXPECT_EQ(refusal({"--stats=1"}), "--stats: takes no value");
   EXPECT_EQ(refusal({"--trace="}), "--trace: must not be empty");
   EXPECT_EQ(refusal({"--bucket-mb", "autox"}), "--bucket-mb: expected a number or auto, got 'autox'");
   EXPECT_EQ(refusal({"--first-bucket-mb", "auto"}), "--first-bucket-mb auto: needs --bucket-mb auto");
   EXPECT_EQ(refusal({"--debug-inject-nan", "3:-1"}), "--debug-inject-nan: rank must be in [0, 1048576], got -1");
+  EXPECT_EQ(refusal({"--debug-throw", "x:1"}), "--debug-throw: epoch: expected an integer, got 'x'");
 }
 
 TEST(OptionsCli, LaterFlagsWin) {
   EXPECT_EQ(parse({"--epochs", "5", "--epochs=6"}).epochs, 6);
   EXPECT_FALSE(parse({"--plot", "--no-plot"}).plot);
   EXPECT_TRUE(parse({"--no-plot", "--plot"}).plot);
-  EXPECT_EQ(parse({"--progress", "thread", "--reduce-mode", "test"}).mode, hddp::ReduceMode::Test);
-  EXPECT_EQ(parse({"--reduce-mode", "test", "--progress", "thread"}).mode, hddp::ReduceMode::Thread);
-  EXPECT_EQ(parse({"--no-overlap", "--progress", "thread"}).mode, hddp::ReduceMode::Blocking);
+  EXPECT_EQ(parse({"--reduce-mode", "thread", "--reduce-mode", "test"}).mode, hddp::ReduceMode::Test);
   EXPECT_EQ(parse({"--out", "--epochs"}).out, "--epochs");  // the value after a value option, whatever it is
   const poly::Options a = parse({"--bucket-mb", "auto", "--first-bucket-mb=auto"});
-  EXPECT_TRUE(a.bucket_mb_auto && a.first_bucket_mb_auto);
+  EXPECT_TRUE(!a.bucket_mb && !a.first_bucket_mb);
+  EXPECT_EQ(parse({"--bucket-mb", "auto", "--bucket-mb", "3"}).bucket_mb, 3.0);
 }
 
 TEST(OptionsCli, HelpNamesEveryGroupAndTheConfigFile) {
@@ -132,18 +139,19 @@ TEST(OptionsCli, HelpNamesEveryGroupAndTheConfigFile) {
     EXPECT_NE(h.find(s), std::string::npos) << s << "\n" << h;
 }
 
-// The reducer mode has three spellings; the command line's, in any of them, wins over the
-// file's in any of them (CLI11 alone would apply the file's `progress` after the command
-// line's --reduce-mode, an option the command line did not name).
-TEST_F(Options, CommandLineModeWinsOverTheFilesInAnySpelling) {
-  const std::string thread = path("thread.toml"), blocking = path("blocking.toml");
-  spit(thread, "progress = \"thread\"\n");
-  spit(blocking, "no-overlap = true\n");
-  EXPECT_EQ(parse({"--config", thread}).mode, hddp::ReduceMode::Thread);
-  EXPECT_EQ(parse({"--config", thread, "--reduce-mode", "blocking"}).mode, hddp::ReduceMode::Blocking);
-  EXPECT_EQ(parse({"--config", blocking}).mode, hddp::ReduceMode::Blocking);
-  EXPECT_EQ(parse({"--config", blocking, "--progress", "thread"}).mode, hddp::ReduceMode::Thread);
-  EXPECT_EQ(parse({"--config", thread, "--no-overlap"}).mode, hddp::ReduceMode::Blocking);
+// The reducer mode has one spelling: the old ones are refused, on the command line and in a
+// --config file, naming the new one.
+TEST_F(Options, RemovedSpellingsNameTheirReplacement) {
+  EXPECT_EQ(refusal({"--no-overlap"}), "--no-overlap: removed; write --reduce-mode blocking");
+  EXPECT_EQ(refusal({"--progress=thread"}), "--progress: removed; write --reduce-mode test|thread");
+  const std::string cfg = path("old.toml");
+  spit(cfg, "progress = \"thread\"\n");
+  const std::string msg = refusal({"--config", cfg});
+  EXPECT_NE(msg.find("'progress' was removed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--reduce-mode"), std::string::npos) << msg;
+  spit(cfg, "reduce-mode = \"thread\"\n");
+  EXPECT_EQ(parse({"--config", cfg}).mode, hddp::ReduceMode::Thread);
+  EXPECT_EQ(parse({"--config", cfg, "--reduce-mode", "blocking"}).mode, hddp::ReduceMode::Blocking);
 }
 
 // The ranks compare Options::source_hash: the same arguments and file give the same hash; a

@@ -65,14 +65,14 @@ else
   fail "sharded: P=1 and P=3 predictions differ"
 fi
 
-# Every reducer mode, and the older spellings: identical results.
-for mode in "" "--no-overlap" "--progress thread" "--reduce-mode blocking" "--reduce-mode thread"; do
+# Every reducer mode: identical results.
+for mode in "" "--reduce-mode blocking" "--reduce-mode thread"; do
   tag=$(echo "m$mode" | tr -d ' -'); mkdir -p "$WORK/$tag"
   # shellcheck disable=SC2086
   "${MPI[@]}" -n 2 "$BIN" --epochs 200 --no-plot $mode --out "$WORK/$tag" >"$WORK/$tag/log" 2>&1 || fail "mode '$mode' failed"
 done
 same=1
-for tag in mnooverlap mprogressthread mreducemodeblocking mreducemodethread; do
+for tag in mreducemodeblocking mreducemodethread; do
   cmp -s "$WORK/m/eval.csv" "$WORK/$tag/eval.csv" || { same=0; fail "reducer mode $tag differs from the default"; }
 done
 [ $same -eq 1 ] && pass "reducer modes agree"
@@ -134,7 +134,7 @@ fi
 # --help lists every option and exits 0.
 if out=$("$BIN" --help); then
   for f in --epochs --batch-size --lr --optimizer --function --hidden --seed --sampling --log-every --out \
-           --plot --no-plot --bucket-mb --first-bucket-mb --reduce-mode --no-overlap --threads --trace --stats \
+           --plot --no-plot --bucket-mb --first-bucket-mb --reduce-mode --threads --trace --stats \
            --stats-json; do
     grep -q -- "$f" <<<"$out" || fail "--help does not mention $f"
   done
@@ -150,7 +150,8 @@ bad_cases=(
   "--hidden 0|--hidden" "--optimizer rmsprop|--optimizer" "--function sin|--function" "--sampling x|--sampling"
   "--bogus|unknown option" "--epochs|missing value" "--out /proc/hddp-no-such-dir|--out"
   "--log-every 0|--log-every" "--bucket-mb 0|--bucket-mb" "--threads -1|--threads"
-  "--reduce-mode overlap|--reduce-mode" "--progress blocking|--progress" "--gemm fast|--gemm"
+  "--reduce-mode overlap|--reduce-mode" "--gemm fast|--gemm"
+  "--no-overlap|write --reduce-mode blocking" "--progress thread|removed; write --reduce-mode"
   "--trace /proc/hddp-no-such-dir/t.json|--trace" "--stats-json /proc/hddp-no-such-dir/s.jsonl|--stats-json"
 )
 for c in "${bad_cases[@]}"; do

@@ -35,8 +35,8 @@ kill_case() {
 }
 
 run_case kill-middle-test kill_case kill-middle-test 1
-run_case kill-middle-thread kill_case kill-middle-thread 1 --progress thread
-run_case kill-middle-blocking kill_case kill-middle-blocking 1 --no-overlap
+run_case kill-middle-thread kill_case kill-middle-thread 1 --reduce-mode thread
+run_case kill-middle-blocking kill_case kill-middle-blocking 1 --reduce-mode blocking
 run_case kill-rank0 kill_case kill-rank0 0
 
 # A rank that throws: its message, then MPI_Abort ends all ranks (without the abort, the

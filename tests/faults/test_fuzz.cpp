@@ -348,14 +348,14 @@ TEST_F(Faults, FuzzCheckpointLoader) {
 
 const char* const kFlags[] = {"--epochs", "--batch-size", "--lr", "--optimizer", "--momentum", "--function",
                               "--hidden", "--seed", "--sampling", "--log-every", "--out", "--plot", "--no-plot",
-                              "--bucket-mb", "--first-bucket-mb", "--no-overlap", "--progress", "--threads",
+                              "--bucket-mb", "--first-bucket-mb", "--reduce-mode", "--progress", "--threads",
                               "--gemm", "--trace", "--stats", "--help", "--checkpoint", "--checkpoint-every",
                               "--resume", "--check-every", "--debug-inject-nan", "--debug-throw", "--bogus", "-x", ""};
 const char* const kValues[] = {"0", "1", "-1", "2", "32", "1000", "1e-3", "0.5", "0.9", "1", "-0", "nan", "inf",
                                "-inf", "1e309", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
                                "1000000000", "1000000001", "", " ", "abc", "12abc", "0x10", "+5", "1,2", "20,", ",",
                                "20,,3", "256,256", "65536", "65537", "adam", "sgd", "poly", "griewank", "per-rank",
-                               "sharded", "test", "thread", "blocked", "openblas", "naive", "/tmp", "ck", "5:1", "5:",
+                               "sharded", "test", "thread", "blocking", "auto", "blocked", "openblas", "naive", "/tmp", "ck", "5:1", "5:",
                                ":1", "5:-1", "-5:1", "5:1:2", "5:1048577", "=", "--epochs"};
 
 void check_invariants(const poly::Options& o) {
@@ -371,7 +371,8 @@ void check_invariants(const poly::Options& o) {
   EXPECT_TRUE(o.sampling == poly::Sampling::PerRank || o.sampling == poly::Sampling::Sharded);
   EXPECT_GE(o.log_every, 1);
   EXPECT_FALSE(o.out.empty());
-  EXPECT_TRUE(o.bucket_mb > 0 && o.first_bucket_mb > 0);
+  EXPECT_TRUE(o.bucket_mb.value_or(1) > 0 && o.first_bucket_mb.value_or(1) > 0);
+  if (!o.first_bucket_mb) EXPECT_FALSE(o.bucket_mb.has_value());
   EXPECT_TRUE(o.threads >= 0 && o.threads <= 4096);
   EXPECT_GE(o.checkpoint_every, 0);
   EXPECT_GE(o.check_every, 0);
