@@ -372,7 +372,9 @@ void check_invariants(const poly::Options& o) {
   EXPECT_GE(o.log_every, 1);
   EXPECT_FALSE(o.out.empty());
   EXPECT_TRUE(o.bucket_mb.value_or(1) > 0 && o.first_bucket_mb.value_or(1) > 0);
-  if (!o.first_bucket_mb) EXPECT_FALSE(o.bucket_mb.has_value());
+  if (!o.first_bucket_mb) {
+    EXPECT_FALSE(o.bucket_mb.has_value());
+  }
   EXPECT_TRUE(o.threads >= 0 && o.threads <= 4096);
   EXPECT_GE(o.checkpoint_every, 0);
   EXPECT_GE(o.check_every, 0);
