@@ -80,6 +80,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/at_scale/step_replay.h"
 #include "bench/wide_mlp.h"
 #include "core/model.h"
 #include "core/optim.h"
@@ -89,7 +90,6 @@
 #include "distributed/mpi_env.h"
 #include "distributed/nbc_algorithm.h"
 #include "distributed/reducer.h"
-#include "distributed/step_replay.h"
 #include "distributed/watchdog.h"
 #include "kernels/gemm.h"
 
@@ -147,7 +147,7 @@ ReducerOptions one_bucket(int64_t n, ReduceMode mode, int nbc, double poll_us = 
   return o;
 }
 
-// bench/at_scale's allreduce table (distributed/step_replay.h: op,ranks,bytes,seconds,
+// bench/at_scale's allreduce table (bench/at_scale/step_replay.h: op,ranks,bytes,seconds,
 // reduction_charged), filled by bm_allreduce and written by rank 0 with --table-csv=FILE.
 struct TableRow {
   const char* op;

@@ -68,7 +68,7 @@ BucketPlan predict_buckets(const std::vector<ParamSlice>& layout, int64_t elem_b
 // When each bucket is launched: at the first hook event whose ready offset is <= its begin
 // (the reducer launches buckets in order, and ready offsets only decrease), else at the end of
 // backward (profile.total, in finish()). Seconds after backward started, one per bucket.
-// Shared by the prediction here and the at-scale replay (distributed/step_replay.h).
+// Shared by the prediction here and the at-scale replay (bench/at_scale/step_replay.h).
 std::vector<double> bucket_launch_times(const std::vector<Bucket>& buckets, const BackwardProfile& profile);
 
 // A candidate plan's score, and the pick among candidates: the least cost, where costs within

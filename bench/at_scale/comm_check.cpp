@@ -8,7 +8,7 @@
 //   table     at every bucket size those caps produce, the calls the reducer makes: MPI_Allreduce
 //             in place, and libnbc's rabenseifner MPI_Iallreduce in place + MPI_Wait
 //   reduce    float a += b over the largest bucket (the reduction bandwidth)
-// Each figure is the slowest rank's, kept per round. Then the replay (distributed/step_replay.h)
+// Each figure is the slowest rank's, kept per round. Then the replay (bench/at_scale/step_replay.h)
 // of the same steps from that table and bandwidth, and
 //   measured communication = step - compute  (blocking: the whole allreduce time; Test mode:
 //                                             the exposed time)
@@ -37,12 +37,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/at_scale/profile_args.h"
+#include "bench/at_scale/step_replay.h"
 #include "core/util.h"
 #include "kernels/cpu_isa.h"
 #include "distributed/mpi_env.h"
 #include "distributed/nbc_algorithm.h"
 #include "distributed/reducer.h"
-#include "distributed/step_replay.h"
 
 namespace {
 

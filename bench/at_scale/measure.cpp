@@ -4,7 +4,7 @@
 //   - forward: the whole pass timed, split over the layers by their flop;
 //   - other: the loss and the Adam step (the rest of a step);
 //   - the reduction bandwidth: float `a += b` over 16 MiB, the work libnbc does per round.
-// Writes the profile CSV (distributed/step_replay.h) and a config file for at_scale_replay
+// Writes the profile CSV (bench/at_scale/step_replay.h) and a config file for at_scale_replay
 // (`other-ms`, `reduce-gbps`). --flop writes the flop profile instead (no timing).
 #include <CLI/CLI.hpp>
 #include <omp.h>
@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "bench/at_scale/profile_args.h"
+#include "bench/at_scale/step_replay.h"
 #include "bench/wide_mlp.h"
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "distributed/step_replay.h"
 #include "kernels/gemm.h"
 
 namespace {

@@ -1,13 +1,13 @@
 #pragma once
 // The model-profile options the at-scale programs share (at_scale_replay, at_scale_sim,
-// at_scale_mpi): the profile CSV (distributed/step_replay.h) and how its compute becomes
+// at_scale_mpi): the profile CSV (bench/at_scale/step_replay.h) and how its compute becomes
 // seconds on one node. Header-only: at_scale_sim is built by smpicxx from sources.
 #include <CLI/CLI.hpp>
 
 #include <stdexcept>
 #include <string>
 
-#include "distributed/step_replay.h"
+#include "bench/at_scale/step_replay.h"
 #include "kernels/check.h"
 
 namespace hddp {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Flop profiles (distributed/step_replay.h) of two published models, from their architectures:
+"""Flop profiles (bench/at_scale/step_replay.h) of two published models, from their architectures:
 ResNet-50 (torchvision v1.5: stride on the 3x3 conv; 25,557,032 parameters) and VGG-16
 (138,357,544 parameters), at 224x224, per step of BATCH images on one node. One row per
 parameterised layer in forward order (conv, its batch norm, fc), with the forward flop

@@ -1,9 +1,9 @@
-// at_scale_replay: the reducer's step replayed at P nodes (distributed/step_replay.h) for a
+// at_scale_replay: the reducer's step replayed at P nodes (bench/at_scale/step_replay.h) for a
 // model profile and an allreduce table t(bytes, P); one CSV row per P and mode:
 //   blocking          MPI_Allreduce per bucket after backward, at --cap-mib
 //   overlapped        Test mode (libnbc-like rounds, one per MPI call) at --cap-mib
 //   overlapped_best   Test mode at the best cap for that P (first cap min(cap, --first-cap-mib))
-// Columns: distributed/step_replay.h kTimelineCsvHeader. Bad input: exit 2, the file and line named.
+// Columns: bench/at_scale/step_replay.h kTimelineCsvHeader. Bad input: exit 2, the file and line named.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "bench/at_scale/profile_args.h"
+#include "bench/at_scale/step_replay.h"
 #include "core/util.h"
-#include "distributed/step_replay.h"
 
 namespace {
 

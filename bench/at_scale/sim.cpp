@@ -3,7 +3,7 @@
 //   at_scale_mpi  with Open MPI: the same measurements on a real machine or cluster (mpiexec, srun)
 // Modes (rank 0 writes the CSV; `MODE --help` for the options):
 //   pingpong   one-way time per message size between ranks 0 and 1: bytes,seconds
-//   allreduce  the allreduce table of distributed/step_replay.h (op,ranks,bytes,seconds,
+//   allreduce  the allreduce table of bench/at_scale/step_replay.h (op,ranks,bytes,seconds,
 //              reduction_charged): MPI_Allreduce ("allreduce") and the nonblocking schedule
 //              waited at once ("iallreduce": libnbc's MPI_Iallreduce with its rabenseifner
 //              algorithm under Open MPI; under SMPI, whose MPI_Iallreduce is no model of libnbc,
@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "bench/at_scale/profile_args.h"
+#include "bench/at_scale/step_replay.h"
 #include "distributed/buckets.h"
-#include "distributed/step_replay.h"
 #include "kernels/check.h"
 #ifndef HDDP_SMPI
 #include "distributed/nbc_algorithm.h"

@@ -1,4 +1,4 @@
-#include "distributed/step_replay.h"
+#include "bench/at_scale/step_replay.h"
 
 #include <algorithm>
 #include <cmath>

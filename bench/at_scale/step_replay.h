@@ -3,6 +3,8 @@
 // model's parameter layout and per-layer compute times on one node, the bucket caps, the poll
 // interval, the reduction bandwidth and a table t(bytes, P) of allreduce times, it computes one
 // training step's timeline in Blocking and overlapped (Test) mode, and the best bucket cap.
+// A bench model, not the runtime: library hddp::step_replay (bench/at_scale/CMakeLists.txt), not
+// installed.
 // It shares the bucket planner's code (distributed/bucket_plan.h): the buckets come from
 // assign_buckets, their launch times from bucket_launch_times, the candidate caps from
 // candidate_caps and the choice among them from pick_least.

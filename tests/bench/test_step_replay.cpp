@@ -1,11 +1,11 @@
-// The at-scale replay of a training step (distributed/step_replay.h) against timelines
+// The at-scale replay of a training step (bench/at_scale/step_replay.h) against timelines
 // computed by hand (milliseconds in the comments), and its two input files.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 
-#include "distributed/step_replay.h"
+#include "bench/at_scale/step_replay.h"
 #include "kernels/check.h"
 
 namespace {
