@@ -62,15 +62,6 @@ std::string fmt(double v, int significant) {
   return buf;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> v;
-  std::string item;
-  std::istringstream in(s);
-  while (std::getline(in, item, sep)) v.push_back(item);
-  if (!s.empty() && s.back() == sep) v.push_back("");
-  return v;
-}
-
 namespace {
 // The running child's process group: SIGINT/SIGTERM to the orchestrator end it too (the
 // child has its own group so that a timeout can kill mpiexec and its ranks).
@@ -253,19 +244,14 @@ double Table::num(size_t row, const std::string& name) const {
 const std::string& Table::str(size_t row, const std::string& name) const { return rows.at(row).at(size_t(col(name))); }
 
 void write_csv(const std::string& path, const Table& t) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw Failure("cannot write '" + tmp + "'");
-    auto line = [&](const std::vector<std::string>& v) {
-      for (size_t i = 0; i < v.size(); ++i) f << (i ? "," : "") << v[i];
-      f << '\n';
-    };
-    line(t.header);
-    for (const auto& r : t.rows) line(r);
-    if (!f.flush()) throw Failure("error writing '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Failure("cannot rename '" + tmp + "' to '" + path + "'");
+  std::string text;
+  auto line = [&](const std::vector<std::string>& v) {
+    for (size_t i = 0; i < v.size(); ++i) text += (i ? "," : "") + v[i];
+    text += '\n';
+  };
+  line(t.header);
+  for (const auto& r : t.rows) line(r);
+  hddp::write_file_atomic(path, text);
 }
 
 Table read_csv(const std::string& path) {
@@ -283,11 +269,6 @@ Table read_csv(const std::string& path) {
                     std::to_string(t.header.size()));
   }
   return t;
-}
-
-bool file_exists(const std::string& path) {
-  struct stat st{};
-  return stat(path.c_str(), &st) == 0;
 }
 
 }  // namespace scaling

@@ -6,15 +6,18 @@
 #include <utility>
 #include <vector>
 
+#include "core/util.h"
+#include "drivers/common/options.h"
+
 namespace scaling {
+
+using hddp::file_exists, hddp::split;
 
 // A user-facing error: printed as "scaling: error: ..." and exit code 1 (2 for usage).
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using UsageError = hddp::cli::UsageError;
 
 // Workers print one measurement per line as "@row key=value key=value ..." (values without
 // spaces); everything else on their stdout is ignored.
@@ -24,7 +27,6 @@ std::vector<Row> parse_rows(const std::string& out);
 double num(const Row& r, const std::string& key);  // throws Failure naming the key
 
 std::string fmt(double v, int significant = 6);
-std::vector<std::string> split(const std::string& s, char sep);
 
 // A child process: argv[0] looked up in PATH; `set` added to / `unset` removed from this
 // process's environment; stdout and stderr captured. Killed (its whole process group) after
@@ -49,6 +51,14 @@ class BenchLock {
   ~BenchLock();
   void lock();    // blocks; says once on stderr when it has to wait
   void unlock();
+  // The lock for a scope: `const BenchLock::Held held = lock.hold();`.
+  struct Held {
+    explicit Held(BenchLock& lock) : l(lock) { l.lock(); }
+    Held(const Held&) = delete;
+    ~Held() { l.unlock(); }
+    BenchLock& l;
+  };
+  [[nodiscard]] Held hold() { return Held(*this); }
 
  private:
   std::string path_;
@@ -75,8 +85,7 @@ struct Table {
   double num(size_t row, const std::string& name) const;
   const std::string& str(size_t row, const std::string& name) const;
 };
-void write_csv(const std::string& path, const Table& t);
+void write_csv(const std::string& path, const Table& t);  // atomically (hddp::write_file_atomic)
 Table read_csv(const std::string& path);
-bool file_exists(const std::string& path);
 
 }  // namespace scaling

@@ -55,7 +55,7 @@ GemmShape parse_shape(const std::string& s) {
   if (const size_t c = s.find(':'); c != std::string::npos) dims = s.substr(0, c), g.trans = s.substr(c + 1);
   const std::vector<std::string> d = split(dims, 'x');
   auto bad = [&] {
-    return UsageError("--gemm-shapes: '" + s + "' is not fwd, dx, dw, sq2048 or MxNxK[:NN|NT|TN] (e.g. 4096x4096x4096:NN)");
+    return UsageError("'" + s + "' is not fwd, dx, dw, sq2048 or MxNxK[:NN|NT|TN] (e.g. 4096x4096x4096:NN)");
   };
   if (d.size() != 3 || (g.trans != "NN" && g.trans != "NT" && g.trans != "TN")) throw bad();
   int64_t* v[3] = {&g.M, &g.N, &g.K};
@@ -227,7 +227,7 @@ std::vector<std::pair<std::string, std::string>> thread_affinities() {
 }
 
 int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& a) {
-  const hddp::ReduceMode mode = hddp::parse_reduce_mode(get(a, "progress", "test"));
+  const hddp::ReduceMode mode = hddp::parse_reduce_mode(get(a, "reduce-mode", "test"));
   hddp::mpi::Env env(&argc, &argv, hddp::required_thread_level(mode));
   const int rank = env.rank(), size = env.size();
   const int steps = std::stoi(get(a, "steps", "10")), warmup = std::stoi(get(a, "warmup", "2"));

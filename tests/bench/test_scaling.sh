@@ -122,7 +122,7 @@ fi
 if [ "$(nproc)" -ge 2 ]; then
   d=$WORK/pcore; mkdir -p "$d"
   if OMP_PLACES=cores OMP_PROC_BIND=close OMP_NUM_THREADS=1 timeout 120 "$MPIEXEC" -n 1 --bind-to none \
-       "$BIN" --worker ddp --caps 25 --steps 1 --warmup 0 --batch 8 --progress thread --progress-core 1 \
+       "$BIN" --worker ddp --caps 25 --steps 1 --warmup 0 --batch 8 --reduce-mode thread --progress-core 1 \
        --show-affinity 1 >"$d/log" 2>&1; then
     # Threads per CPU list: two lists, one of them held by exactly one thread.
     counts=$(grep '^@row kind=affinity' "$d/log" | sed 's/.*cpus=//' | sort | uniq -c | awk '{print $1}' | sort -n | tr '\n' ' ')
