@@ -66,6 +66,11 @@ std::string read_file(const std::string& path) {
   return bytes;
 }
 
+bool file_exists(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) {
@@ -79,6 +84,15 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t from = 0;
+  for (size_t at; (at = s.find(sep, from)) != std::string::npos; from = at + 1) out.push_back(s.substr(from, at - from));
+  out.push_back(s.substr(from));
+  return out;
 }
 
 }  // namespace hddp

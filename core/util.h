@@ -1,6 +1,8 @@
 #pragma once
 // Small helpers the whole tree shares, each defined once here (no MPI): an atomic file write,
-// a whole-file read, the FNV-1a 64 hash, a median.
+// a whole-file read, whether a path exists, the FNV-1a 64 hash, a median, elapsed seconds, a
+// string split.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,10 +20,22 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 // a regular file (a directory).
 std::string read_file(const std::string& path);
 
+// Whether `path` names anything (file, directory, ...) that stat(2) can see.
+bool file_exists(const std::string& path);
+
 // FNV-1a 64 of bytes, continuing from h (the offset basis by default).
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL);
 
 // The median (mean of the two middle values for an even count); NaN for an empty vector.
 double median(std::vector<double> v);
+
+// Seconds on the steady clock since t0 (inline: the reducer calls it on every hook).
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The fields of `s` between the separators, empty ones kept: n separators give n + 1 fields
+// ("a,,b" -> a, "", b; "a," -> a, ""), except that an empty string gives no fields at all.
+std::vector<std::string> split(const std::string& s, char sep);
 
 }  // namespace hddp

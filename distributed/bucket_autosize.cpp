@@ -13,7 +13,6 @@ namespace hddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
@@ -41,7 +40,7 @@ AllreduceSamples measure_allreduce(MPI_Comm comm, int64_t max_bytes, int reps, c
       red.begin_step();
       red.grads_ready_from(0);
       red.finish();
-      if (r >= 0) t.push_back(since(t0));
+      if (r >= 0) t.push_back(seconds_since(t0));
     }
     local_best[k] = *std::min_element(t.begin(), t.end());
   }
@@ -61,7 +60,7 @@ BackwardProfile measure_backward(MPI_Comm comm, Sequential<float>& model, const 
   std::vector<ReadyEvent> ev;
   ev.reserve(L);
   Clock::time_point t0;
-  model.set_backward_hook([&](size_t, int64_t from) { ev.push_back({from, since(t0)}); });
+  model.set_backward_hook([&](size_t, int64_t from) { ev.push_back({from, seconds_since(t0)}); });
   std::vector<std::vector<double>> t(L + 1);  // per event (and the total, last), over reps
   std::vector<int64_t> offsets;
   for (int r = -warmup; r < reps; ++r) {
@@ -70,7 +69,7 @@ BackwardProfile measure_backward(MPI_Comm comm, Sequential<float>& model, const 
     ev.clear();
     t0 = Clock::now();
     model.backward(target);
-    const double total = since(t0);
+    const double total = seconds_since(t0);
     HDDP_CHECK(ev.size() == L, "measure_backward: expected " << L << " hook calls, got " << ev.size());
     if (r < 0) continue;
     offsets.resize(L);
@@ -107,7 +106,7 @@ AutosizeResult autosize_buckets(MPI_Comm comm, Sequential<float>& model, const f
   }
   HDDP_MPI(MPI_Bcast(caps, 2, MPI_INT64_T, 0, comm));
   r.plan = predict_buckets(layout, sizeof(float), r.profile, r.model, caps[0], caps[1]);
-  r.measure_seconds = since(t0);
+  r.measure_seconds = seconds_since(t0);
   return r;
 }
 

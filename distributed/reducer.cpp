@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/util.h"
 #include "distributed/mpi_env.h"
 #include "kernels/elementwise.h"
 #include "kernels/progress.h"
@@ -92,7 +93,7 @@ class TestEngine final : public Reducer::Engine {
     if (std::chrono::duration<double, std::micro>(now - st.last_poll).count() < r_.opt_.poll_interval_us) return;
     std::lock_guard<std::mutex> lock(r_.mu_);
     r_.test_in_flight();
-    st.blocked_s += std::chrono::duration<double>(Reducer::Clock::now() - now).count();
+    st.blocked_s += seconds_since(now);
   }
   void end_step() override { set_progress_hook(nullptr, nullptr); }
 
@@ -212,7 +213,7 @@ void Reducer::grads_ready_from(int64_t offset) {
   while (step_.next < buckets_.size() && buckets_[step_.next].begin >= offset) launch(step_.next++);
   engine_->launched(lock);  // Test: MPI_Test now; Thread: wakes the progress thread
   // Only this thread writes blocked_s (the progress thread never reads it).
-  step_.blocked_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  step_.blocked_s += seconds_since(t0);
 }
 
 void Reducer::launch(size_t b) {

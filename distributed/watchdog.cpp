@@ -13,6 +13,7 @@
 #include <deque>
 #include <thread>
 
+#include "core/util.h"
 #include "distributed/mpi_env.h"
 
 namespace hddp {
@@ -26,8 +27,6 @@ constexpr double kProbeAfter = 1e-3;   // a wait answers roll calls once it has 
 // SIGCONT count (async-signal-safe: a lock-free atomic), see Watchdog::wait.
 std::atomic<int> g_continued{0};
 extern "C" void on_sigcont(int) { g_continued.fetch_add(1, std::memory_order_relaxed); }
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
 std::string fmt(const char* f, ...) {
@@ -127,7 +126,7 @@ void Watchdog::wait(MPI_Request* req, const char* what, int index) {
   int flag = 0;
   HDDP_MPI(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
   while (!flag) {
-    const double waited = since(t0);
+    const double waited = seconds_since(t0);
     if (waited > kProbeAfter) {
       if (mine.epoch < 0) {
         mine.epoch = epoch_;
@@ -146,7 +145,7 @@ void Watchdog::wait(MPI_Request* req, const char* what, int index) {
           const RollCall rc = roll_call(mine);
           // Every rank answered: the collective should complete now. If it does, the delay
           // was this rank's own (descheduled past the timeout): not a stall.
-          for (const auto t1 = Clock::now(); rc.count == size_ && since(t1) < opt_.grace_s;) {
+          for (const auto t1 = Clock::now(); rc.count == size_ && seconds_since(t1) < opt_.grace_s;) {
             HDDP_MPI(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
             if (flag) return;
             answer_roll_calls(mine);
@@ -201,7 +200,7 @@ Watchdog::RollCall Watchdog::roll_call(const RankPosition& mine) {
   // Answers for up to the grace. This rank joins no collective meanwhile, so every live rank
   // soon blocks waiting for it, and answers. Asks from others are answered, not counted: an
   // ask may be stale (sent by a rank that has exited since).
-  for (const auto t0 = Clock::now(); rc.count < size_ && since(t0) < opt_.grace_s;) {
+  for (const auto t0 = Clock::now(); rc.count < size_ && seconds_since(t0) < opt_.grace_s;) {
     for (int more = 1; more;) {
       MPI_Status st;
       HDDP_MPI(MPI_Iprobe(MPI_ANY_SOURCE, kAnswer, comm_, &more, &st));
@@ -231,7 +230,7 @@ void Watchdog::end_job(const RollCall& rc, RankPosition mine) {
     std::fprintf(stderr, "[rank %d] stall: rank%s %s did not answer the roll call; rank %d reports\n", rank_,
                  missing.size() > 1 ? "s" : "", mpi::rank_list(missing).c_str(), reporter);
     std::fflush(stderr);
-    for (const auto t0 = Clock::now(); since(t0) < opt_.timeout_s + 2 * opt_.grace_s;) {
+    for (const auto t0 = Clock::now(); seconds_since(t0) < opt_.timeout_s + 2 * opt_.grace_s;) {
       answer_roll_calls(mine);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
@@ -33,6 +34,7 @@
 namespace {
 
 using hddp::Trans;
+using hddp::median;
 using hddp::detail::Blocking;
 using hddp::detail::Kernels;
 using nlohmann::json;
@@ -87,14 +89,9 @@ double seconds_per_call(const Kernels& k, const Shape& s, Operands<T>& o, double
   do {
     call();
     ++n;
-    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    elapsed = hddp::seconds_since(t0);
   } while (elapsed < budget);
   return elapsed / double(n);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Speed of `cand` over `inc` (> 1: cand faster): geometric mean over the shapes of the ratio
@@ -213,7 +210,7 @@ Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json
   return tuned[win];
 }
 
-// The file with this CPU's entry replaced, written to a temporary beside it then renamed.
+// The file with this CPU's entry replaced, written atomically (hddp::write_file_atomic).
 void write_wisdom(const std::string& path, const std::string& key, const json& entry) {
   namespace fs = std::filesystem;
   json w = {{"format", "hddp-gemm-wisdom-1"}, {"cpus", json::object()}};
@@ -233,14 +230,7 @@ void write_wisdom(const std::string& path, const std::string& key, const json& e
   std::error_code ec;
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
   if (ec) throw std::runtime_error("cannot create " + p.parent_path().string() + ": " + ec.message());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << w.dump(2) << "\n";
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp + " (check the directory and the disk)");
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  hddp::write_file_atomic(path, w.dump(2) + "\n");
 }
 
 }  // namespace

@@ -28,7 +28,6 @@ namespace {
 
 using namespace hddp;
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Flop of one layer's forward at `batch` rows (Linear: 2 B in out, + B out for the bias;
 // an activation: B width).
@@ -63,7 +62,7 @@ double reduce_bandwidth() {
   for (int r = 0; r < 12; ++r) {
     const auto t0 = Clock::now();
     for (size_t i = 0; i < n; ++i) a[i] += b[i];
-    t.push_back(since(t0));
+    t.push_back(seconds_since(t0));
   }
   volatile float sink = a[n / 2];  // the sums are used: the loop stays
   (void)sink;
@@ -123,15 +122,15 @@ int main(int argc, char** argv) {
       net.zero_grad();
       auto t0 = Clock::now();
       net.forward(x.data(), batch);
-      const double f = since(t0);
+      const double f = seconds_since(t0);
       t0 = Clock::now();
       const float loss = net.loss(y.data());
-      double o = since(t0);
+      double o = seconds_since(t0);
       last = Clock::now();
       net.backward(y.data());
       t0 = Clock::now();
       adam.step(net.params(), net.grads());
-      o += since(t0);
+      o += seconds_since(t0);
       if (loss != loss) std::fprintf(stderr, "at_scale_measure: the loss is NaN\n");
       if (r < 0) {
         for (auto& v : bwd) v.clear();

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/util.h"
 #include "kernels/gemm.h"
 
 namespace {
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   for (double& s : t) {
     const auto t0 = std::chrono::steady_clock::now();
     run();
-    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s = hddp::seconds_since(t0);
   }
   std::sort(t.begin(), t.end());
   const double med = t[t.size() / 2];

@@ -1,25 +1,19 @@
 #include "mnist_train/data.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 
 #include "core/idx.h"
+#include "core/util.h"
 #include "kernels/check.h"
 
 namespace mnist {
 namespace {
 
-bool exists(const std::string& path) {
-  struct stat st{};
-  return stat(path.c_str(), &st) == 0;
-}
-
 // DIR/NAME.gz, else DIR/NAME.
 std::string find_file(const std::string& dir, const std::string& name) {
   for (const std::string& p : {dir + "/" + name + ".gz", dir + "/" + name})
-    if (exists(p)) return p;
-  HDDP_CHECK(exists(dir), "--data: no directory '" << dir << "'. Fashion-MNIST comes with the Debian package "
+    if (hddp::file_exists(p)) return p;
+  HDDP_CHECK(hddp::file_exists(dir), "--data: no directory '" << dir << "'. Fashion-MNIST comes with the Debian package "
                           "dataset-fashion-mnist (apt-get install dataset-fashion-mnist: " << kDefaultData
                           << "), or give --data DIR holding the four IDX files");
   HDDP_CHECK(false, "--data: no '" << name << ".gz' or '" << name << "' in '" << dir << "' (the four IDX files of "

@@ -260,8 +260,7 @@ std::string resume(const Env& env, const Options& o, const std::map<std::string,
   std::string bytes, err;
   int exists = 0;
   if (env.root()) {
-    struct stat st{};
-    exists = stat(o.checkpoint.c_str(), &st) == 0;
+    exists = hddp::file_exists(o.checkpoint);
     try {
       if (exists && !o.resume)
         err = "--checkpoint: '" + o.checkpoint + "' exists; pass --resume to continue from it, or remove it";
@@ -395,7 +394,7 @@ int run(Env& env, const Options& o) {
       ddp.backward_from(dlogits.data());
       opt->step(model.params(), model.grads());
     }
-    const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double train_s = hddp::seconds_since(t0);
     elapsed += train_s;
     HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, env.comm()));
     const double train_loss = loss_sum / double(steps * size);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/util.h"
 #include "kernels/elementwise.h"
 
 namespace poly {
@@ -68,7 +69,7 @@ void Guard::note_local(int64_t epoch, float loss, const hddp::DistributedModel& 
 // everywhere.
 int64_t Guard::next_interval(int64_t epoch) const {
   if (o_.check_every > 0) return o_.check_every;
-  const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_check_).count();
+  const double since = hddp::seconds_since(t_check_);
   const double per_epoch = since / double(epoch - last_check_);
   return per_epoch > 0 ? int64_t(std::clamp(kCheckPeriod / per_epoch, 1.0, double(kMaxCheckInterval))) : kMaxCheckInterval;
 }

@@ -288,7 +288,7 @@ int run(Env& env, const Options& o) {
     if (epoch + 1 < o.epochs)
       if (const int code = checkpoint_or_stop(epoch, checkpoint_due, v.signal)) return stop_together(code);
   }
-  summary.times.total = std::chrono::duration<double>(Clock::now() - t_start).count();
+  summary.times.total = hddp::seconds_since(t_start);
   summary.start = state.start();
   flush_logs();
   state.sync_losses(o.epochs);

@@ -1,6 +1,5 @@
 #include "poly_train/run_state.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,11 +13,6 @@
 
 namespace poly {
 namespace {
-
-bool file_exists(const std::string& path) {
-  struct stat st{};
-  return stat(path.c_str(), &st) == 0;
-}
 
 // hddp::Error messages start with "file.cpp:123: "; users need only the rest.
 std::string user_message(const std::string& what) {
@@ -97,7 +91,7 @@ std::string RunState::check_and_read(std::string& bytes, bool& read) const {
   const std::string& path = o_.checkpoint;
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const bool exists = file_exists(path);
+  const bool exists = hddp::file_exists(path);
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     return "--checkpoint: cannot write into directory '" + dir + "': " + std::strerror(errno);
   if (exists && !o_.resume)
@@ -193,7 +187,7 @@ void RunState::save(int64_t done) {
 
 std::string RunState::kept_note() const {
   if (o_.checkpoint.empty()) return " (no --checkpoint)";
-  if (saved_epoch_ == start_ && !file_exists(o_.checkpoint)) return " (no checkpoint written yet)";
+  if (saved_epoch_ == start_ && !hddp::file_exists(o_.checkpoint)) return " (no checkpoint written yet)";
   return "; the last checkpoint '" + o_.checkpoint + "' (" + std::to_string(saved_epoch_) + " epochs) is kept";
 }
 
