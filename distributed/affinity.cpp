@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/util.h"
 #include "distributed/mpi_env.h"
 #include "kernels/check.h"
 
@@ -40,14 +41,6 @@ std::string encode(const RankPlacement& p) {
   for (size_t i = 0; i < p.threads.size(); ++i)
     s << (i ? ";" : "") << p.threads[i].thread << ':' << p.threads[i].cpu << ':' << cpu_list(p.threads[i].allowed);
   return s.str();
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  for (size_t at; (at = s.find(sep, from)) != std::string::npos; from = at + 1) out.push_back(s.substr(from, at - from));
-  out.push_back(s.substr(from));
-  return out;
 }
 
 RankPlacement decode(const std::string& s) {
@@ -189,21 +182,10 @@ RankPlacement sample_placement(int rank) {
 }
 
 std::vector<RankPlacement> gather_placement(MPI_Comm comm, int root) {
-  int rank = 0, size = 1;
+  int rank = 0;
   HDDP_MPI(MPI_Comm_rank(comm, &rank));
-  HDDP_MPI(MPI_Comm_size(comm, &size));
-  const std::string mine = encode(sample_placement(rank));
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(rank == root ? size : 0), displs(lens.size());
-  HDDP_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm));
-  std::string all;
-  if (rank == root) {
-    for (int r = 0, off = 0; r < size; ++r) displs[r] = off, off += lens[r];
-    all.resize(static_cast<size_t>(displs.back() + lens.back()));
-  }
-  HDDP_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, comm));
   std::vector<RankPlacement> out;
-  for (int r = 0; r < int(lens.size()); ++r) out.push_back(decode(all.substr(size_t(displs[r]), size_t(lens[r]))));
+  for (const std::string& s : mpi::gather_strings(encode(sample_placement(rank)), root, comm)) out.push_back(decode(s));
   return out;
 }
 

@@ -45,6 +45,24 @@ std::string bcast_string(std::string s, int root, MPI_Comm comm) {
   return s;
 }
 
+std::vector<std::string> gather_strings(const std::string& mine, int root, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  HDDP_MPI(MPI_Comm_rank(comm, &rank));
+  HDDP_MPI(MPI_Comm_size(comm, &size));
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(rank == root ? size : 0), displs(lens.size());  // root only: per rank
+  HDDP_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm));
+  std::string all;
+  if (rank == root) {
+    for (int r = 0, off = 0; r < size; ++r) displs[r] = off, off += lens[r];
+    all.resize(static_cast<size_t>(displs.back() + lens.back()));
+  }
+  HDDP_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, comm));
+  std::vector<std::string> out;
+  for (size_t r = 0; r < lens.size(); ++r) out.push_back(all.substr(size_t(displs[r]), size_t(lens[r])));
+  return out;
+}
+
 const char* thread_level_name(int level) {
   switch (level) {
     case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";

@@ -36,6 +36,11 @@ void bcast_chunked(void* data, int64_t n, MPI_Datatype type, int root, MPI_Comm 
 // A string from `root` to every rank (its length first); returns it on every rank.
 std::string bcast_string(std::string s, int root, MPI_Comm comm);
 
+// One string per rank to `root` (the lengths first, then one MPI_Gatherv): on `root`, `size`
+// strings in rank order; on every other rank an empty vector. Collective over `comm`; the
+// total length must fit an int (MPI counts).
+std::vector<std::string> gather_strings(const std::string& mine, int root, MPI_Comm comm);
+
 class Env {
  public:
   // Initialises MPI with at least `required` thread support (MPI_THREAD_FUNNELED,

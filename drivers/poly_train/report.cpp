@@ -56,20 +56,8 @@ Curve evaluate(hddp::Sequential<float>& model, const Scalers& scale, Function f,
 
 // Every rank's trace events, joined on rank 0 into one document ("" elsewhere).
 std::string gather_trace(const hddp::mpi::Env& env, const hddp::Trace& trace) {
-  const int size = env.size();
-  const std::string events = trace.events_json();
-  int elen = static_cast<int>(events.size());
-  std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  HDDP_MPI(MPI_Gather(&elen, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, env.comm()));
-  std::string all;
-  if (env.root()) {
-    for (int r = 0, off = 0; r < size; ++r) displs[r] = off, off += lens[r];
-    all.resize(size_t(displs[size - 1] + lens[size - 1]));
-  }
-  HDDP_MPI(MPI_Gatherv(events.data(), elen, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, env.comm()));
+  const std::vector<std::string> bodies = hddp::mpi::gather_strings(trace.events_json(), 0, env.comm());
   if (!env.root()) return "";
-  std::vector<std::string> bodies(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) bodies[r] = all.substr(size_t(displs[r]), size_t(lens[r]));
   return hddp::Trace::document(bodies);
 }
 

@@ -290,6 +290,24 @@ TEST(Reducer, StatisticsAreConsistent) {
   }
 }
 
+// mpi::gather_strings: the root gets every rank's string in rank order (rank 0's empty, one
+// with a NUL byte), every other rank an empty vector; for root 0 and the last rank.
+TEST(MpiEnv, GatherStringsToRoot) {
+  const int rank = world_rank(), size = world_size();
+  const std::string mine = std::string(size_t(rank), char('a' + rank)) + (rank == 1 ? std::string("\0z", 2) : "");
+  for (int root : {0, size - 1}) {
+    const std::vector<std::string> all = mpi::gather_strings(mine, root, MPI_COMM_WORLD);
+    if (rank != root) {
+      EXPECT_TRUE(all.empty());
+      continue;
+    }
+    ASSERT_EQ(all.size(), size_t(size));
+    EXPECT_EQ(all[0], "");
+    for (int r = 1; r < size; ++r)
+      EXPECT_EQ(all[size_t(r)], std::string(size_t(r), char('a' + r)) + (r == 1 ? std::string("\0z", 2) : ""));
+  }
+}
+
 // Mode names: every value round-trips; an unknown name is refused, naming the choices.
 TEST(Reducer, ModeNames) {
   for (ReduceMode m : kReduceModes) EXPECT_EQ(parse_reduce_mode(to_string(m)), m);
