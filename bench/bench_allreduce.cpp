@@ -81,7 +81,7 @@
 #include <vector>
 
 #include "bench/at_scale/step_replay.h"
-#include "bench/wide_mlp.h"
+#include "bench/mlp_1024x4.h"
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/rng.h"
@@ -453,7 +453,7 @@ void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, int nbc, double
   st.counters["ranks"] = world_size();
 }
 
-// ---- 4. Training step of a wide MLP ------------------------------------------------------------
+// ---- 4. Training step of the MLP 1-1024x4-1 (mlp_1024x4.h; benchmarks step/wide) -------------
 void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
   set_gemm_backend(GemmBackend::Blocked);
   int rank = 0;
@@ -495,7 +495,7 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
     Runner r;
     r.mode = m;
     Rng rng(1);
-    r.model = std::make_unique<Sequential<float>>(wide_mlp(), batch, rng);
+    r.model = std::make_unique<Sequential<float>>(mlp_1024x4(), batch, rng);
     if (m.ddp) {
       ReducerOptions o;
       o.bucket_cap_bytes = cap_bytes;
@@ -673,7 +673,7 @@ void register_all() {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
-  // 4. wide-MLP training step, Adam; then plain SGD at batch 8, where the optimizer no longer
+  // 4. the MLP 1-1024x4-1's training step, Adam; then plain SGD at batch 8, where the optimizer no longer
   //    dominates the step and communication is a larger share of it.
   for (int64_t batch : {256, 32, 8})
     for (int64_t cap_mib : {25, 4}) {

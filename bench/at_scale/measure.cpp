@@ -1,5 +1,6 @@
 // at_scale_measure: the replay's compute inputs measured on this machine (bench/at_scale).
-// For a model (the wide MLP of bench_allreduce, or the tutorial's), at a batch per rank:
+// For a model ("wide": bench/mlp_1024x4.h, the MLP of bench_allreduce; or the tutorial's), at a
+// batch per rank:
 //   - per-layer backward times: the backward hook's timestamps (median over --reps steps);
 //   - forward: the whole pass timed, split over the layers by their flop;
 //   - other: the loss and the Adam step (the rest of a step);
@@ -17,7 +18,7 @@
 
 #include "bench/at_scale/profile_args.h"
 #include "bench/at_scale/step_replay.h"
-#include "bench/wide_mlp.h"
+#include "bench/mlp_1024x4.h"
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/rng.h"
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
   app.add_option("--config-out", config_out, "at_scale_replay config: other-ms, reduce-gbps (measured runs only)");
   if (const int rc = parse_args(app, argc, argv); rc >= 0) return rc;
   try {
-    const std::vector<LayerSpec> layers = model == "wide" ? wide_mlp()
+    const std::vector<LayerSpec> layers = model == "wide" ? mlp_1024x4()
                                                           : std::vector<LayerSpec>{Linear(1, 20), Linear(20, 1, false), Tanh()};
     std::vector<double> flop_of;
     ModelProfile m = skeleton(layers, batch, flop_of);
