@@ -8,7 +8,6 @@
 // Exit codes: 0 done, 1 runtime error (every rank aborted), 2 bad input (options or data,
 // on every rank, nothing trained), 3 a non-finite loss (all ranks stopped), 4 a stalled
 // collective (--timeout).
-#include <CLI/CLI.hpp>
 #include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +26,7 @@
 
 #include "common/driver_setup.h"
 #include "common/gnuplot.h"
+#include "common/options.h"
 #include "core/checkpoint.h"
 #include "core/layers.h"
 #include "core/model.h"
@@ -60,44 +60,45 @@ struct Options {
   std::string optimizer = "adam";
   hddp::ReduceMode mode = hddp::ReduceMode::Test;
   int threads = 0;
-  bool plot = true, resume = false;
+  bool plot = true, resume = false, help = false;
 };
 
-// The command line: one CLI11 call per option, its check beside it. Throws CLI::ParseError.
+// The command line: one CLI11 call per option, its check beside it (drivers/common/options.h).
 void define_options(CLI::App& app, Options& o) {
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
-  app.set_config("--config", "", "read options from FILE (TOML/INI, keys the long options without dashes)")
-      ->type_name("FILE");
-  app.get_formatter()->column_width(34);
-  // Checks without their own words in --help (the help text says the range).
-  const auto quiet = [](CLI::Validator v) { return v.description(""); };
-  const auto positive = quiet(CLI::Range(int64_t(1), int64_t(1) << 40));
+  using hddp::cli::integer, hddp::cli::number, hddp::cli::positive, hddp::cli::one_of;
+  hddp::cli::house_style(app,
+                         "mnist_train: a Fashion-MNIST classifier trained data-parallel (MPI ranks x OpenMP threads)\n"
+                         "  mpiexec -n 2 mnist_train [--epochs 10] [--hidden 256,256] [--out DIR]\n"
+                         "Writes metrics.csv, confusion.csv and training.pdf into --out (rank 0).",
+                         "", 34, o.help, "read options from FILE (TOML/INI, keys the long options without dashes)");
+  const auto count = integer(0, int64_t(1) << 40), positive_count = integer(1, int64_t(1) << 40);
   app.add_option("--data", o.data, "folder of the IDX files (train-images-idx3-ubyte[.gz], ...)")->type_name("DIR")->group("Data");
-  app.add_option("--limit-train", o.limit_train, "use only the first N training images (0: all)")
-      ->check(quiet(CLI::NonNegativeNumber))->type_name("N")->group("Data");
-  app.add_option("--limit-test", o.limit_test, "use only the first N test images (0: all)")
-      ->check(quiet(CLI::NonNegativeNumber))->type_name("N")->group("Data");
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive)->type_name("N")->group("Training");
-  app.add_option("--batch-size", o.batch_size, "samples per rank per step")->check(positive)->type_name("N")->group("Training");
+  app.add_option("--limit-train", o.limit_train, "use only the first N training images (0: all)")->check(count)->type_name("N")->group("Data");
+  app.add_option("--limit-test", o.limit_test, "use only the first N test images (0: all)")->check(count)->type_name("N")->group("Data");
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_count)->type_name("N")->group("Training");
+  app.add_option("--batch-size", o.batch_size, "samples per rank per step")->check(positive_count)->type_name("N")->group("Training");
   app.add_option("--hidden", o.hidden, "hidden widths, ReLU after each")->delimiter(',')
-      ->check(quiet(CLI::Range(int64_t(1), int64_t(1) << 20)))->type_name("W[,W...]")->group("Training");
-  app.add_option("--optimizer", o.optimizer, "adam | sgd")->check(quiet(CLI::IsMember({"adam", "sgd"})))->type_name("NAME")->group("Training");
-  app.add_option("--lr", o.lr, "learning rate")->check(quiet(CLI::PositiveNumber))->type_name("X")->group("Training");
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(quiet(CLI::Range(0.0, 1.0)))->type_name("X")->group("Training");
-  app.add_option("--seed", o.seed, "seed of the weights and the shuffles")->check(quiet(CLI::NonNegativeNumber))->type_name("N")->group("Training");
+      ->check(integer(1, int64_t(1) << 20))->default_str("256,256")->type_name("W[,W...]")->group("Training");
+  app.add_option("--optimizer", o.optimizer, "adam | sgd")
+      ->check(one_of(std::vector<std::pair<std::string, int>>{{"adam", 0}, {"sgd", 1}}))->type_name("NAME")->group("Training");
+  app.add_option("--lr", o.lr, "learning rate")->check(positive())->type_name("X")->group("Training");
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number(0, 1))->type_name("X")->group("Training");
+  app.add_option("--seed", o.seed, "seed of the weights and the shuffles")->check(integer(0, INT64_MAX))->type_name("N")->group("Training");
   app.add_option("--target-accuracy", o.target, "report when the test accuracy first reaches this")
-      ->check(quiet(CLI::Range(0.0, 1.0)))->type_name("X")->group("Training");
+      ->check(number(0, 1))->type_name("X")->group("Training");
   app.add_option("--threads", o.threads, "OpenMP threads per rank (0: OMP_NUM_THREADS, else\n"
-                                         "SLURM_CPUS_PER_TASK, else this node's cores / its ranks)")->check(quiet(CLI::Range(0, 4096)))->type_name("N")->group("Parallelism");
-  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB")->check(quiet(CLI::Range(1e-6, 1e6)))->type_name("X")->group("Parallelism");
-  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB")->check(quiet(CLI::Range(1e-6, 1e6)))
+                                         "SLURM_CPUS_PER_TASK, else this node's cores / its ranks)")
+      ->check(integer(0, 4096))->type_name("N")->group("Parallelism");
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB")->check(number(1e-6, 1e6))->type_name("X")->group("Parallelism");
+  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB")->check(number(1e-6, 1e6))
       ->type_name("X")->group("Parallelism");
-  const std::map<std::string, hddp::ReduceMode> modes{
-      {"blocking", hddp::ReduceMode::Blocking}, {"test", hddp::ReduceMode::Test}, {"thread", hddp::ReduceMode::Thread}};
   app.add_option("--reduce-mode", o.mode, "blocking | test | thread (as poly_train)")
-      ->transform(quiet(CLI::CheckedTransformer(modes)))->type_name("MODE")->group("Parallelism");
-  app.add_option("--timeout", o.timeout, "stall watchdog, seconds (0: off)")->check(quiet(CLI::Range(0.0, 1e9)))->type_name("SECONDS")->group("Parallelism");
-  app.add_option("--out", o.out, "folder for metrics.csv, confusion.csv, training.pdf")->type_name("DIR")->group("Output");
+      ->transform(one_of(std::vector<std::pair<std::string, hddp::ReduceMode>>{
+          {"blocking", hddp::ReduceMode::Blocking}, {"test", hddp::ReduceMode::Test}, {"thread", hddp::ReduceMode::Thread}}))
+      ->default_str(hddp::to_string(o.mode))->type_name("MODE")->group("Parallelism");
+  app.add_option("--timeout", o.timeout, "stall watchdog, seconds (0: off)")->check(number(0, 1e9))->type_name("SECONDS")->group("Parallelism");
+  app.add_option("--out", o.out, "folder for metrics.csv, confusion.csv, training.pdf")
+      ->check(hddp::cli::non_empty())->type_name("DIR")->group("Output");
   app.add_flag("--plot,!--no-plot", o.plot, "draw training.pdf with gnuplot")->group("Output");
   app.add_option("--stats-json", o.stats_json, "JSON lines: one object per epoch, then a summary")->type_name("FILE")->group("Output");
   app.add_option("--export", o.export_path, "write the trained weights to FILE (safetensors, PyTorch's names)")
@@ -106,7 +107,7 @@ void define_options(CLI::App& app, Options& o) {
                                                "metrics so far) to FILE atomically after every --checkpoint-every\n"
                                                "epochs and at the end; an existing FILE needs --resume")
       ->type_name("FILE")->group("Checkpoints");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "epochs between checkpoints")->check(positive)
+  app.add_option("--checkpoint-every", o.checkpoint_every, "epochs between checkpoints")->check(positive_count)
       ->type_name("N")->group("Checkpoints");
   app.add_flag("--resume", o.resume, "continue from --checkpoint FILE up to --epochs (a total), bitwise the\n"
                                      "run that never stopped; start from scratch if FILE does not exist;\n"
@@ -475,28 +476,21 @@ int main(int argc, char** argv) {
   using namespace mnist;
   // Parse first (no MPI needed) so the thread level can follow --reduce-mode.
   Options o;
-  CLI::App app{"mnist_train: a Fashion-MNIST classifier trained data-parallel (MPI ranks x OpenMP threads)\n"
-               "  mpiexec -n 2 mnist_train [--epochs 10] [--hidden 256,256] [--out DIR]\n"
-               "Writes metrics.csv, confusion.csv and training.pdf into --out (rank 0).",
-               "mnist_train"};
+  CLI::App app("", "mnist_train");
   define_options(app, o);
-  std::string usage_error, help;
-  bool want_help = false;
-  std::string source;
-  for (int i = 1; i < argc; ++i) source += std::string(argv[i]) + '\0';
+  std::string usage_error;
+  uint64_t source_hash = 0;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    want_help = true, help = app.help();
-  } catch (const CLI::ParseError& e) {
+    source_hash = hddp::cli::parse(app, argc - 1, argv + 1);
+  } catch (const hddp::cli::UsageError& e) {
     usage_error = e.what();
   }
   std::unique_ptr<Env> env;
   try {
     env = std::make_unique<Env>(&argc, &argv, hddp::required_thread_level(o.mode));
-    usage_error = hddp::drivers::agree_on_options(*env, usage_error, hddp::fnv1a64(source.data(), source.size()));
-    if (want_help) {
-      if (env->root()) std::fputs(help.c_str(), stdout);
+    usage_error = hddp::drivers::agree_on_options(*env, usage_error, source_hash);
+    if (usage_error.empty() && o.help) {
+      if (env->root()) std::fputs(app.help().c_str(), stdout);
       return 0;
     }
     if (usage_error.empty() && o.resume && o.checkpoint.empty()) usage_error = "--resume needs --checkpoint FILE";
