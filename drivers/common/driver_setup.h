@@ -1,10 +1,14 @@
 #pragma once
 // Start-up steps every driver takes the same way (poly_train, mnist_train): the OpenMP threads
-// of a rank, the ranks' agreement on their parse, a writable output directory. Header-only.
+// of a rank, the ranks' agreement on their parse, a writable output directory, and main() itself
+// (driver_main). Header-only.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -70,6 +74,48 @@ inline std::string agree_on_error(const mpi::Env& env, const std::string& err) {
   if (first == env.size()) return "";
   const std::string msg = mpi::bcast_string(err, first, env.comm());
   return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
+}
+
+// What a driver's main() parsed before MPI started (so the thread level can follow
+// --reduce-mode): the verdict ("" or the message), the options' hash, whether --help was given.
+struct Parsed {
+  explicit Parsed(const char* program) : prog(program) {}
+  const char* prog;          // "poly_train": in "<prog>: error: ..." and "Try '<prog> --help'."
+  std::string error;         // "" or the usage error
+  uint64_t source_hash = 0;  // hddp::cli::parse's
+  bool help = false;
+  std::string help_text;
+  int thread_level = 0;      // for MPI_Init_thread
+};
+
+// The body of every driver's main(): MPI, the ranks' agreement on the parse, then `checks`
+// (usage checks that need MPI: a writable --out; "" or the message, the same on every rank);
+// a usage error: rank 0 prints it, every rank returns 2 before any training; --help: rank 0
+// prints it, all return 0; else run(env). An exception anywhere ends every rank (abort_all,
+// exit 1). MPI lives in this outer scope, so the handler runs while it is still initialised:
+// an exception that unwound past the Env first would MPI_Finalize this rank, which waits for
+// the others, which wait for this rank in the reducer: a hang instead of an abort.
+inline int driver_main(const Parsed& p, int* argc, char*** argv, const std::function<std::string(const mpi::Env&)>& checks,
+                       const std::function<int(mpi::Env&)>& run) {
+  std::unique_ptr<mpi::Env> env;
+  try {
+    env = std::make_unique<mpi::Env>(argc, argv, p.thread_level);
+    std::string err = agree_on_options(*env, p.error, p.source_hash);
+    if (err.empty() && !p.help) err = checks(*env);
+    if (!err.empty()) {
+      if (env->root()) std::fprintf(stderr, "%s: error: %s\nTry '%s --help'.\n", p.prog, err.c_str(), p.prog);
+      return 2;
+    }
+    if (p.help) {
+      if (env->root()) std::fputs(p.help_text.c_str(), stdout);
+      return 0;
+    }
+    return run(*env);
+  } catch (const std::exception& e) {
+    mpi::abort_all(1, e.what());  // ends every rank: no rank waits forever for this one
+  } catch (...) {
+    mpi::abort_all(1, "unknown exception");
+  }
 }
 
 }  // namespace hddp::drivers

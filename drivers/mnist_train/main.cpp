@@ -474,43 +474,28 @@ int run(Env& env, const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace mnist;
-  // Parse first (no MPI needed) so the thread level can follow --reduce-mode.
   Options o;
   CLI::App app("", "mnist_train");
   define_options(app, o);
-  std::string usage_error;
-  uint64_t source_hash = 0;
+  hddp::drivers::Parsed p{"mnist_train"};
   try {
-    source_hash = hddp::cli::parse(app, argc - 1, argv + 1);
+    p.source_hash = hddp::cli::parse(app, argc - 1, argv + 1);
   } catch (const hddp::cli::UsageError& e) {
-    usage_error = e.what();
+    p.error = e.what();
   }
-  std::unique_ptr<Env> env;
-  try {
-    env = std::make_unique<Env>(&argc, &argv, hddp::required_thread_level(o.mode));
-    usage_error = hddp::drivers::agree_on_options(*env, usage_error, source_hash);
-    if (usage_error.empty() && o.help) {
-      if (env->root()) std::fputs(app.help().c_str(), stdout);
-      return 0;
+  p.help = o.help, p.thread_level = hddp::required_thread_level(o.mode);
+  if (p.help) p.help_text = app.help();
+  const auto checks = [&](const Env& env) {
+    if (o.resume && o.checkpoint.empty()) return std::string("--resume needs --checkpoint FILE");
+    std::string err = hddp::drivers::check_out_dir(env, o.out);
+    for (const std::string* path : {&o.stats_json, &o.export_path, &o.checkpoint}) {
+      const size_t slash = path->find_last_of('/');
+      const std::string d = slash == std::string::npos ? "." : path->substr(0, slash + 1);
+      if (err.empty() && !path->empty() && env.root() && access(d.c_str(), W_OK | X_OK) != 0)
+        err = "cannot write '" + *path + "': directory '" + d + "' is not writable";
+      err = hddp::mpi::bcast_string(err, 0, env.comm());
     }
-    if (usage_error.empty() && o.resume && o.checkpoint.empty()) usage_error = "--resume needs --checkpoint FILE";
-    if (usage_error.empty()) usage_error = hddp::drivers::check_out_dir(*env, o.out);
-    if (usage_error.empty())
-      for (const std::string* path : {&o.stats_json, &o.export_path, &o.checkpoint}) {
-        const size_t slash = path->find_last_of('/');
-        const std::string d = slash == std::string::npos ? "." : path->substr(0, slash + 1);
-        if (!path->empty() && env->root() && access(d.c_str(), W_OK | X_OK) != 0)
-          usage_error = "cannot write '" + *path + "': directory '" + d + "' is not writable";
-        usage_error = hddp::mpi::bcast_string(usage_error, 0, env->comm());
-      }
-    if (!usage_error.empty()) {
-      if (env->root()) std::fprintf(stderr, "mnist_train: error: %s\nTry 'mnist_train --help'.\n", usage_error.c_str());
-      return kExitUsage;
-    }
-    return run(*env, o);
-  } catch (const std::exception& e) {
-    hddp::mpi::abort_all(1, e.what());  // ends every rank: no rank waits forever for this one
-  } catch (...) {
-    hddp::mpi::abort_all(1, "unknown exception");
-  }
+    return err;
+  };
+  return hddp::drivers::driver_main(p, &argc, &argv, checks, [&](Env& env) { return run(env, o); });
 }

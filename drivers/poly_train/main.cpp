@@ -304,37 +304,21 @@ int run(Env& env, const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace poly;
-  // Parse first (no MPI needed) so the thread level can follow --reduce-mode.
+  hddp::drivers::Parsed p{"poly_train"};
   Options opts;
-  std::string usage_error;
   try {
     opts = parse_options(argc - 1, argv + 1);
   } catch (const UsageError& e) {
-    usage_error = e.what();
+    p.error = e.what();
   }
-  // MPI lives in this outer scope, so the handler below runs while it is still initialised:
-  // an exception that unwound past Env first would MPI_Finalize this rank, which waits for
-  // the others, which wait for this rank in the reducer: a hang instead of an abort.
-  std::unique_ptr<Env> env;
-  try {
-    env = std::make_unique<Env>(&argc, &argv, hddp::required_thread_level(opts.mode));
-    usage_error = hddp::drivers::agree_on_options(*env, usage_error, opts.source_hash);
-    if (usage_error.empty() && !opts.help) usage_error = hddp::drivers::check_out_dir(*env, opts.out);
-    if (!usage_error.empty()) {  // every rank gets here with the same verdict: exit 2 together
-      if (env->root()) std::fprintf(stderr, "poly_train: error: %s\nTry 'poly_train --help'.\n", usage_error.c_str());
-      return kExitUsage;
-    }
-    if (opts.help) {
-      if (env->root()) std::fputs(help_text("poly_train").c_str(), stdout);
-      return kExitOk;
-    }
-    install_stop_handlers();  // after MPI_Init, so nothing Open MPI installs can replace them
-    const int rc = run(*env, opts);
-    flush_logs();  // after a stop: what the launcher had not taken yet
-    return rc;
-  } catch (const std::exception& e) {
-    hddp::mpi::abort_all(kExitError, e.what());  // ends every rank: no rank waits forever for this one
-  } catch (...) {
-    hddp::mpi::abort_all(kExitError, "unknown exception");
-  }
+  p.source_hash = opts.source_hash, p.help = opts.help, p.thread_level = hddp::required_thread_level(opts.mode);
+  if (p.help) p.help_text = help_text("poly_train");
+  return hddp::drivers::driver_main(
+      p, &argc, &argv, [&](const Env& env) { return hddp::drivers::check_out_dir(env, opts.out); },
+      [&](Env& env) {
+        install_stop_handlers();  // after MPI_Init, so nothing Open MPI installs can replace them
+        const int rc = run(env, opts);
+        flush_logs();  // after a stop: what the launcher had not taken yet
+        return rc;
+      });
 }
