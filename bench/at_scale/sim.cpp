@@ -2,7 +2,6 @@
 //   at_scale_sim  with SimGrid's smpicxx (-DHDDP_SMPI): ranks on a simulated cluster (smpirun)
 //   at_scale_mpi  with Open MPI: the same measurements on a real machine or cluster (mpiexec, srun)
 // Modes (rank 0 writes the CSV; `MODE --help` for the options):
-//   pingpong   one-way time per message size between ranks 0 and 1: bytes,seconds
 //   allreduce  the allreduce table of bench/at_scale/step_replay.h (op,ranks,bytes,seconds,
 //              reduction_charged): MPI_Allreduce ("allreduce") and the nonblocking schedule
 //              waited at once ("iallreduce": libnbc's MPI_Iallreduce with its rabenseifner
@@ -177,36 +176,6 @@ class Rabenseifner {
   std::vector<Seg> seg_;  // the segment owned after each halving round
   MPI_Request req_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
-
-// ---- pingpong ----
-int run_pingpong(int64_t max_bytes, int reps, const std::string& out) {
-  const int rank = rank_of(MPI_COMM_WORLD);
-  HDDP_CHECK(size_of(MPI_COMM_WORLD) == 2, "pingpong needs exactly 2 ranks");
-  char* buf = static_cast<char*>(shared_alloc(size_t(max_bytes)));
-  std::string csv = "bytes,seconds\n";
-  for (int64_t bytes = 1; bytes <= max_bytes; bytes *= 4) {
-    std::vector<double> t;
-    for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
-      MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
-      const double t0 = MPI_Wtime();
-      if (rank == 0) {
-        MPI_OK(MPI_Send(buf, int(bytes), MPI_BYTE, 1, 1, MPI_COMM_WORLD));
-        MPI_OK(MPI_Recv(buf, int(bytes), MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-      } else {
-        MPI_OK(MPI_Recv(buf, int(bytes), MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        MPI_OK(MPI_Send(buf, int(bytes), MPI_BYTE, 0, 1, MPI_COMM_WORLD));
-      }
-      if (r > 0) t.push_back((MPI_Wtime() - t0) / 2);
-    }
-    std::sort(t.begin(), t.end());
-    char line[64];
-    std::snprintf(line, sizeof line, "%lld,%.9g\n", (long long)bytes, t[t.size() / 2]);  // median one-way
-    csv += line;
-  }
-  shared_free(buf);
-  if (rank == 0) write_out(out, csv);
-  return 0;
-}
 
 // ---- allreduce ----
 int run_allreduce(int64_t min_bytes, int64_t max_bytes, int reps, double reduce_bw, const std::string& out) {
@@ -403,10 +372,6 @@ int run(int argc, char** argv) {
   std::string out = "-";
   int reps = kSimulated ? 1 : 20;
   double max_mib = 64, min_kib = 4, reduce_gbps = 10;
-  CLI::App* pp = app.add_subcommand("pingpong", "one-way time between ranks 0 and 1: bytes,seconds");
-  pp->add_option("--max-mib", max_mib, "largest message (MiB)")->capture_default_str()->check(CLI::PositiveNumber);
-  pp->add_option("--reps", reps, "timed repetitions per size (median)")->capture_default_str()->check(CLI::PositiveNumber);
-  pp->add_option("--out", out, "CSV file, - for stdout")->capture_default_str();
   CLI::App* ar = app.add_subcommand("allreduce", "the allreduce table: " + std::string(kAllreduceTableHeader));
   ar->add_option("--min-kib", min_kib, "smallest message (KiB); sizes grow 4x")->capture_default_str()->check(CLI::PositiveNumber);
   ar->add_option("--max-mib", max_mib, "largest message (MiB)")->capture_default_str()->check(CLI::PositiveNumber);
@@ -427,7 +392,6 @@ int run(int argc, char** argv) {
   st->add_option("--out", sa.out, "CSV file, - for stdout")->capture_default_str();
   if (const int rc = parse_args(app, argc, argv); rc >= 0) return rc;
   try {
-    if (*pp) return run_pingpong(int64_t(max_mib * 1048576), reps, out);
     if (*ar) return run_allreduce(int64_t(min_kib * 1024), int64_t(max_mib * 1048576), reps, reduce_gbps * 1e9, out);
     return run_step(sa);
   } catch (const ProfileArgsError& e) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -143,11 +144,9 @@ std::vector<std::string> self_command() {
 }
 
 void mkdirs(const std::string& dir) {
-  std::string cur;
-  for (const std::string& part : split(dir, '/')) {
-    cur += part + "/";
-    if (!part.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) throw Failure("--out: cannot create '" + cur + "'");
-  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Failure("--out: cannot create '" + dir + "': " + ec.message());
   if (access(dir.c_str(), W_OK) != 0) throw Failure("--out: '" + dir + "' is not a writable directory");
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -317,14 +318,8 @@ std::pair<double, std::vector<double>> read_poly_stats(const std::string& path) 
   }
 }
 
-std::string dir_of_self() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n <= 0 ? "." : std::string(buf, size_t(n)).substr(0, std::string(buf, size_t(n)).find_last_of('/'));
-}
-
 Table study_poly(const Options& o, Runner& run) {
-  const std::string poly_train = o.poly_train.empty() ? dir_of_self() + "/../drivers/poly_train" : o.poly_train;
+  const std::string poly_train = o.poly_train.empty() ? std::filesystem::read_symlink("/proc/self/exe").parent_path().string() + "/../drivers/poly_train" : o.poly_train;
   if (access(poly_train.c_str(), X_OK) != 0)
     throw Failure("poly study: no poly_train at '" + poly_train + "' (build it, or pass --poly-train PATH)");
   std::printf("[poly] poly_train %s: threads %s at 1 rank, ranks 1..%d x %d thread(s), %d round(s)\n", o.poly_args.c_str(),

@@ -40,10 +40,6 @@ double gemm_flops_per_step(const std::vector<hddp::LayerSpec>& layers, int64_t b
   return f;
 }
 
-std::string GemmShape::label() const {
-  return name + " (" + std::to_string(M) + "," + std::to_string(N) + "," + std::to_string(K) + ") " + trans;
-}
-
 GemmShape parse_shape(const std::string& s) {
   if (s == "fwd") return {"fwd", 256, 1024, 1024, "NT"};
   if (s == "dx") return {"dx", 256, 1024, 1024, "NN"};
@@ -306,16 +302,7 @@ int ddp_worker(int argc, char** argv, const std::map<std::string, std::string>& 
   if (show_affinity) {  // after the steps: OpenMP's threads exist by now
     std::string mine;
     for (const auto& [tid, cpus] : thread_affinities()) mine += row_line({{"kind", "affinity"}, {"rank", std::to_string(rank)}, {"thread", tid}, {"cpus", cpus}}) + "\n";
-    int len = int(mine.size());
-    std::vector<int> lens(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-    HDDP_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, env.comm()));
-    std::string all;
-    if (rank == 0) {
-      for (int r = 0, off = 0; r < size; ++r) displs[size_t(r)] = off, off += lens[size_t(r)];
-      all.resize(size_t(displs.back() + lens.back()));
-    }
-    HDDP_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, env.comm()));
-    if (rank == 0) std::fputs(all.c_str(), stdout);
+    for (const std::string& lines : hddp::mpi::gather_strings(mine, 0, env.comm())) std::fputs(lines.c_str(), stdout);
   }
 
   const size_t kFields = 6;

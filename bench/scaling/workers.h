@@ -28,7 +28,6 @@ struct GemmShape {
   std::string name;  // fwd, dx, dw, sq2048 or MxNxK:TT
   int64_t M = 0, N = 0, K = 0;
   std::string trans;  // NN, NT or TN
-  std::string label() const;  // "fwd (256,1024,1024) NT"
 };
 // fwd: the wide MLP's forward Y = X W^T (256,1024,1024) NT; dx: dX = dY W (256,1024,1024) NN;
 // dw: dW = dY^T X (1024,1024,256) TN; sq2048: 2048^3 NN; or "MxNxK[:NN|NT|TN]".
