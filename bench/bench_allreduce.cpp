@@ -82,6 +82,7 @@
 
 #include "bench/at_scale/step_replay.h"
 #include "bench/mlp_1024x4.h"
+#include "bench/mpi_world.h"
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/rng.h"
@@ -101,23 +102,7 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 
-int world_size() {
-  int s = 1;
-  HDDP_MPI(MPI_Comm_size(MPI_COMM_WORLD, &s));
-  return s;
-}
-
-double sum_over_ranks(double v) {
-  double s = 0;
-  HDDP_MPI(MPI_Allreduce(&v, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return s;
-}
-double mean_over_ranks(double v) { return sum_over_ranks(v) / world_size(); }
-double max_over_ranks(double v) {
-  double m = 0;
-  HDDP_MPI(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return m;
-}
+using hddp::bench::max_over_ranks, hddp::bench::mean_over_ranks, hddp::bench::world_size;
 
 void barrier() { HDDP_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
 

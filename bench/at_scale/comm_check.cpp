@@ -38,6 +38,7 @@
 
 #include "bench/at_scale/profile_args.h"
 #include "bench/at_scale/step_replay.h"
+#include "bench/mpi_world.h"
 #include "core/util.h"
 #include "kernels/cpu_isa.h"
 #include "distributed/mpi_env.h"
@@ -65,10 +66,7 @@ void compute(double seconds, Reducer* red, double poll) {
   }
 }
 
-double slowest(double t) {
-  HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return t;
-}
+double slowest(double t) { return hddp::bench::max_over_ranks(t); }
 
 // One step: forward, then backward layer by layer in reverse with the reducer's hook after
 // each layer (grads_ready_from the layer's first parameter), then finish(). Without a reducer:

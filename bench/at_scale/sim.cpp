@@ -36,6 +36,7 @@
 
 #include "bench/at_scale/profile_args.h"
 #include "bench/at_scale/step_replay.h"
+#include "bench/mpi_world.h"
 #include "distributed/buckets.h"
 #include "kernels/check.h"
 #ifndef HDDP_SMPI
@@ -64,26 +65,8 @@ void* shared_alloc(size_t bytes) { return std::calloc(std::max<size_t>(bytes, 64
 void shared_free(void* p) { std::free(p); }
 #endif
 
-// Checked MPI calls of its own: this file is built by smpicxx from pure sources only (no
-// distributed/mpi_env.cpp, whose thread levels and MPI_T SMPI lacks).
-void check_mpi(int rc, const char* call) { HDDP_CHECK(rc == MPI_SUCCESS, call << " failed with MPI error " << rc); }
-#define MPI_OK(call) check_mpi((call), #call)
-
-int rank_of(MPI_Comm c) {
-  int r = 0;
-  MPI_OK(MPI_Comm_rank(c, &r));
-  return r;
-}
-int size_of(MPI_Comm c) {
-  int s = 0;
-  MPI_OK(MPI_Comm_size(c, &s));
-  return s;
-}
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_OK(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return m;
-}
+#define MPI_OK(call) hddp::bench::mpi_ok((call), #call)
+using hddp::bench::max_over_ranks;
 
 // SMPI runs the reductions of its collectives for real but charges them nothing; a no-op
 // operation saves the host's time (shared/notes/smpi.md). Real data (--check-sums) and a
@@ -109,8 +92,8 @@ void write_out(const std::string& path, const std::string& text) {
 class Rabenseifner {
  public:
   Rabenseifner(float* data, float* tmp, int64_t n, bool real_data, double reduce_bw)
-      : data_(data), tmp_(tmp), n_(n), real_(real_data), bw_(reduce_bw), rank_(rank_of(MPI_COMM_WORLD)),
-        p_(size_of(MPI_COMM_WORLD)) {
+      : data_(data), tmp_(tmp), n_(n), real_(real_data), bw_(reduce_bw), rank_(hddp::bench::world_rank()),
+        p_(hddp::bench::world_size()) {
     while ((1 << steps_) < p_) ++steps_;
     HDDP_CHECK((1 << steps_) == p_, "the libnbc-like schedule needs a power-of-two number of ranks, got " << p_);
     seg_.push_back({0, n_});
@@ -179,7 +162,7 @@ class Rabenseifner {
 
 // ---- allreduce ----
 int run_allreduce(int64_t min_bytes, int64_t max_bytes, int reps, double reduce_bw, const std::string& out) {
-  const int rank = rank_of(MPI_COMM_WORLD), p = size_of(MPI_COMM_WORLD);
+  const int rank = hddp::bench::world_rank(), p = hddp::bench::world_size();
   const int64_t n_max = max_bytes / int64_t(sizeof(float));
   float* send = static_cast<float*>(shared_alloc(size_t(max_bytes)));
   float* recv = static_cast<float*>(shared_alloc(size_t(max_bytes)));
@@ -248,7 +231,7 @@ struct StepArgs {
 };
 
 int run_step(const StepArgs& a) {
-  const int rank = rank_of(MPI_COMM_WORLD), p = size_of(MPI_COMM_WORLD);
+  const int rank = hddp::bench::world_rank(), p = hddp::bench::world_size();
   const ModelProfile m = load_profile(a.profile);
   const double bw = a.reduce_gbps * 1e9, poll = a.poll_us * 1e-6;
   const int64_t cap = int64_t(a.cap_mib * 1048576), first_cap = int64_t(a.first_cap_mib * 1048576);
@@ -408,7 +391,7 @@ int main(int argc, char** argv) {
   try {
     rc = run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "at_scale: rank %d: %s\n", rank_of(MPI_COMM_WORLD), e.what());
+    std::fprintf(stderr, "at_scale: rank %d: %s\n", hddp::bench::world_rank(), e.what());
     rc = 1;
   }
   // Bad input is found identically on every rank (same arguments, same files), so every rank

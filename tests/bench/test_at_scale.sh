@@ -97,12 +97,19 @@ assert r['params'] == '1048576+1024' and float(r['forward_flop']) == f and abs(f
   "$BIN/at_scale_replay" --profile "$W/wide.csv" --compute-ms 5 --table "$WORK/mt.csv" --out "$WORK/r3.csv" 2>/dev/null \
     && rows_ok "$WORK/r3.csv" 3 && pass "replay on a measured table" || fail "replay on the measured table"
   expect 2 "--mode" "$MPIEXEC" -n 1 "$BIN/at_scale_mpi" step --profile "$W/wide.csv" --mode sometimes
-  # at_scale_comm_check on real Open MPI, 2 ranks, 2 rounds (no timing asserted: the kept
-  # measurements are checked by test_comm_model): 6 rows, and its raw file re-derives them.
-  expect 0 "" "$MPIEXEC" --oversubscribe --bind-to none -n 2 "$BIN/at_scale_comm_check" --profile "$W/wide.csv" \
-    --compute-ms 1 --caps-mib 1,4 --rounds 2 --tolerance 10 --out "$WORK/cc.csv" --raw-out "$WORK/cc.json"
-  python3 -c "import csv; r=list(csv.DictReader(open('$WORK/cc.csv'))); assert len(r)==4 and {x['mode'] for x in r}=={'blocking','overlapped'} and all(float(x['measured_comm_ms'])>0 and float(x['replay_comm_ms'])>0 for x in r)" \
-    && "$BIN/at_scale_comm_check" --from-raw "$WORK/cc.json" --tolerance 10 --out "$WORK/cc2.csv" && cmp -s "$WORK/cc.csv" "$WORK/cc2.csv" \
+  # at_scale_comm_check on real Open MPI, 2 ranks, 2 rounds. No timing asserted (the kept
+  # measurements are checked by test_comm_model): on a loaded machine a round's communication
+  # can hide entirely (0 ms) and its ratio leave any tolerance, so the verdict may be either
+  # exit 0 or exit 1 with the rows named; 4 rows either way, and the raw file re-derives them.
+  cc=(--profile "$W/wide.csv" --compute-ms 1 --caps-mib 1,4 --rounds 2 --tolerance 10)
+  timeout 120 "$MPIEXEC" --oversubscribe --bind-to none -n 2 "$BIN/at_scale_comm_check" "${cc[@]}" --out "$WORK/cc.csv" \
+    --raw-out "$WORK/cc.json" >"$WORK/cc.log" 2>&1
+  rc=$?
+  { [ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q "communication model off by more than" "$WORK/cc.log"; }; } \
+    && pass "at_scale_comm_check: exit $rc" || fail "at_scale_comm_check: rc $rc: $(tail -5 "$WORK/cc.log")"
+  "$BIN/at_scale_comm_check" --from-raw "$WORK/cc.json" --tolerance 10 --out "$WORK/cc2.csv" >/dev/null 2>&1
+  python3 -c "import csv; r=list(csv.DictReader(open('$WORK/cc.csv'))); assert len(r)==4 and {x['mode'] for x in r}=={'blocking','overlapped'} and all(float(x['measured_comm_ms'])>=0 and float(x['replay_comm_ms'])>0 for x in r)" \
+    && cmp -s "$WORK/cc.csv" "$WORK/cc2.csv" \
     && pass "at_scale_comm_check: 4 rows, re-derived from its raw file" || fail "at_scale_comm_check: $(cat "$WORK/cc.csv")"
   expect 2 "needs 2 or more ranks" "$MPIEXEC" -n 1 "$BIN/at_scale_comm_check" --profile "$W/wide.csv" --compute-ms 1
   # bench_allreduce --table-csv writes the same table from its own runs.
