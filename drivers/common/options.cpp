@@ -105,8 +105,10 @@ CLI::Validator or_auto(CLI::Validator v) {
 
 uint64_t parse(CLI::App& app, int argc, const char* const* argv, const Renamed& renamed) {
   // The command line as CLI11 is to see it: "--name=VALUE" of a value option as "--name",
-  // "VALUE"; a value option's next argument is its value whatever it looks like.
-  std::vector<std::string> args;
+  // "VALUE"; a value option's next argument is its value whatever it looks like. A list is one
+  // argument and its last occurrence counts (CLI11 would take "--hidden 20 30" as two widths,
+  // and append every occurrence).
+  std::vector<std::pair<const CLI::Option*, std::vector<std::string>>> items;  // option, its arguments
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--") fail("unknown option '--'");  // not CLI11's end of options: there are no positionals
@@ -115,13 +117,13 @@ uint64_t parse(CLI::App& app, int argc, const char* const* argv, const Renamed& 
       fail(r->first + ": removed; write " + r->second);
     const CLI::Option* opt = long_option(app, a, eq);
     if (!opt) {
-      args.push_back(a);
+      items.push_back({nullptr, {a}});
       continue;
     }
     const std::string name = a.substr(0, eq);
     if (opt->get_expected_max() == 0) {
       if (eq != std::string::npos) fail(name + ": takes no value");
-      args.push_back(a);
+      items.push_back({opt, {a}});
     } else {
       if (eq == std::string::npos && i + 1 >= argc) fail(name + ": missing value");
       const std::string v = eq != std::string::npos ? a.substr(eq + 1) : argv[++i];
@@ -129,9 +131,19 @@ uint64_t parse(CLI::App& app, int argc, const char* const* argv, const Renamed& 
       const std::string sep(1, opt->get_delimiter());
       if (sep[0] != '\0' && (v.empty() || (sep + v + sep).find(sep + sep) != std::string::npos))
         fail(name + ": expected a '" + sep + "'-separated list without empty items, got '" + v + "'");
-      args.push_back(name), args.push_back(v);
+      items.push_back({opt, {name, v}});
     }
   }
+  std::vector<std::string> args;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& [opt, a] = items[i];
+    const bool list = opt && opt->get_delimiter() != '\0';
+    if (list && std::any_of(items.begin() + std::ptrdiff_t(i) + 1, items.end(), [&](const auto& x) { return x.first == opt; }))
+      continue;
+    args.insert(args.end(), a.begin(), a.end());
+  }
+  for (CLI::Option* opt : app.get_options([](CLI::Option* o) { return o->get_delimiter() != '\0'; }))
+    opt->allow_extra_args(false);
   uint64_t hash = fnv1a64(nullptr, 0);
   for (const std::string& a : args) hash = fnv1a64(a.c_str(), a.size() + 1, hash);
 

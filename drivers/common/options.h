@@ -23,7 +23,8 @@ struct UsageError : std::runtime_error {
 
 // The house --help layout: the usage line first (the description's first line), groups one
 // blank line apart, defaults after '='. --help is an ordinary flag setting `help` (a driver
-// prints help() on rank 0 only, after MPI has started); values of repeated options: the last.
+// prints help() on rank 0 only, after MPI has started); of a repeated option, the last value
+// counts (a list's too: see parse()).
 // With config_help, --config FILE reads options from a TOML/INI file (keys the long options
 // without dashes; the command line overrides it). Both in the group "Command line".
 void house_style(CLI::App& app, const std::string& description, const std::string& footer, size_t column_width,
@@ -40,17 +41,18 @@ CLI::Validator non_empty();                      // "must not be empty"
 // empty string, which CLI11 stores as an empty std::optional.
 CLI::Validator or_auto(CLI::Validator v);
 
-// One of `names`, converted to its enum value ("expected one of adam, sgd, got 'x'").
-// Also sets nothing in --help: the option's help text lists the names.
+// One of `names`, converted to its value ("expected one of adam, sgd, got 'x'"). Only the
+// names: CLI11's CheckedTransformer alone would also take the value itself ("1" for sgd).
 template <class E>
 CLI::Validator one_of(const std::vector<std::pair<std::string, E>>& names) {
   std::string list;
   for (const auto& [n, e] : names) list += (list.empty() ? "" : ", ") + n;
-  CLI::Validator to_enum = CLI::CheckedTransformer(names);
+  CLI::Validator to_value = CLI::CheckedTransformer(names);
   return CLI::Validator(
-      [to_enum, list](std::string& v) {
-        const std::string given = v;
-        return to_enum(v).empty() ? std::string() : "expected one of " + list + ", got '" + given + "'";
+      [names, to_value, list](std::string& v) {
+        for (const auto& [n, e] : names)
+          if (v == n) return to_value(v);
+        return "expected one of " + list + ", got '" + v + "'";
       },
       "");
 }
@@ -62,8 +64,9 @@ using Renamed = std::map<std::string, std::string>;
 // Parses argv (without argv[0]) into the options of `app`. On top of CLI11: a flag takes no
 // value (CLI11 reads --resume=0 as false); "--name=" is the empty value (CLI11 takes the next
 // argument); the argument after a value option is its value whatever it looks like (--out
-// --x: the directory "--x"); a list option's value has no empty items ("20,,3"); "--" and
-// positionals are errors; a --config file's unknown key is
+// --x: the directory "--x"); a list option (->delimiter) takes one argument, its last
+// occurrence counts and has no empty items ("20,,3"; in a --config file CLI11 drops them);
+// "--" and positionals are errors; a --config file's unknown key is
 // named. Throws UsageError. Returns FNV-1a of the arguments and the --config file's bytes as
 // this process read them: the ranks of one job compare it (drivers/common/driver_setup.h).
 uint64_t parse(CLI::App& app, int argc, const char* const* argv, const Renamed& renamed = {});

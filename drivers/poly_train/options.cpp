@@ -27,7 +27,7 @@ CLI::Validator inject_spec() {
         if (colon == std::string::npos) return "";
         std::string rank = v.substr(colon + 1);
         err = integer(0, int64_t(1) << 20)(rank);
-        return err.empty() ? "" : "rank " + err;
+        return err.empty() ? "" : "rank: " + err;
       },
       "");
 }

@@ -116,7 +116,12 @@ TEST(OptionsCli, MessagesNameTheFlag) {
   EXPECT_EQ(refusal({"--trace="}), "--trace: must not be empty");
   EXPECT_EQ(refusal({"--bucket-mb", "autox"}), "--bucket-mb: expected a number or auto, got 'autox'");
   EXPECT_EQ(refusal({"--first-bucket-mb", "auto"}), "--first-bucket-mb auto: needs --bucket-mb auto");
-  EXPECT_EQ(refusal({"--debug-inject-nan", "3:-1"}), "--debug-inject-nan: rank must be in [0, 1048576], got -1");
+  EXPECT_EQ(refusal({"--debug-inject-nan", "3:-1"}), "--debug-inject-nan: rank: must be in [0, 1048576], got -1");
+  // Only the names of an enum (CLI11 alone would take its number: "1" for sgd).
+  EXPECT_EQ(refusal({"--optimizer", "1"}), "--optimizer: expected one of adam, sgd, got '1'");
+  EXPECT_EQ(refusal({"--reduce-mode=0"}), "--reduce-mode: expected one of blocking, test, thread, got '0'");
+  // A list is one argument.
+  EXPECT_EQ(refusal({"--hidden", "20", "30"}), "unexpected argument '30'");
   EXPECT_EQ(refusal({"--debug-throw", "x:1"}), "--debug-throw: epoch: expected an integer, got 'x'");
 }
 
@@ -125,6 +130,8 @@ TEST(OptionsCli, LaterFlagsWin) {
   EXPECT_FALSE(parse({"--plot", "--no-plot"}).plot);
   EXPECT_TRUE(parse({"--no-plot", "--plot"}).plot);
   EXPECT_EQ(parse({"--reduce-mode", "thread", "--reduce-mode", "test"}).mode, hddp::ReduceMode::Test);
+  EXPECT_EQ(parse({"--hidden", "8", "--hidden=4,2"}).hidden, (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(parse({"--hidden", "4,2", "--out", "--hidden", "--hidden", "8"}).hidden, (std::vector<int64_t>{8}));
   EXPECT_EQ(parse({"--out", "--epochs"}).out, "--epochs");  // the value after a value option, whatever it is
   const poly::Options a = parse({"--bucket-mb", "auto", "--first-bucket-mb=auto"});
   EXPECT_TRUE(!a.bucket_mb && !a.first_bucket_mb);
