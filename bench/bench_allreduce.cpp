@@ -83,16 +83,16 @@
 #include "bench/at_scale/step_replay.h"
 #include "bench/mlp_1024x4.h"
 #include "bench/mpi_world.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/util.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
-#include "distributed/nbc_algorithm.h"
-#include "distributed/reducer.h"
-#include "distributed/watchdog.h"
-#include "kernels/gemm.h"
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/util.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/nbc_algorithm.h>
+#include <hddp/distributed/reducer.h>
+#include <hddp/distributed/watchdog.h>
+#include <hddp/kernels/gemm.h>
 
 namespace {
 

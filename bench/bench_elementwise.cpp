@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/elementwise_isa.h"
+#include <hddp/kernels/elementwise_isa.h>
 
 namespace {
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "gemm_anchors.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_ukernel.h>
 #include "peak.h"
 
 namespace {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "kernels/gemm.h"
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/kernels/gemm.h>
 
 namespace {
 
@@ -50,8 +50,8 @@ void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
   // GEMM work per step: forward X·W^T, backward dY·W and dY^T·X: 3 x 2·B·in·out per Linear.
   double flops = 0;
   for (size_t i = 0; i < model.num_layers(); ++i)
-    if (model.layer(i).kind == LayerKind::Linear)
-      flops += 6.0 * double(cfg.batch) * double(model.layer(i).in) * double(model.layer(i).out);
+    if (const auto* l = dynamic_cast<const layers::Linear<float>*>(&model.layer(i)))
+      flops += 6.0 * double(cfg.batch) * double(l->in()) * double(l->out());
   state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["params"] = double(model.num_params());
   state.counters["threads"] = omp_get_max_threads();

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gemm.h"
+#include <hddp/kernels/gemm.h>
 
 namespace hddp::bench {
 

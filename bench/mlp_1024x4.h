@@ -4,7 +4,7 @@
 // MLP (1-1024-1024-1024-1), which those results also call "wide".
 #include <vector>
 
-#include "core/model.h"
+#include <hddp/core/model.h>
 
 namespace hddp {
 

@@ -4,7 +4,7 @@
 // distributed/mpi_env.cpp (whose thread levels and MPI_T SMPI lacks).
 #include <mpi.h>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp::bench {
 

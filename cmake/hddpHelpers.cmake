@@ -17,9 +17,16 @@ function(hddp_warnings target)
   endif()
 endfunction()
 
+# The project includes its own headers exactly as users of the installed package do:
+# #include <hddp/core/model.h>. In the build tree <hddp/...> resolves through
+# build/include/hddp, a link to the source root; installed headers are in include/hddp/.
+file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/include)
+file(CREATE_LINK ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/include/hddp SYMBOLIC)
+
 # hddp_library(<folder> SOURCES ... HEADERS ...): target hddp_<folder>, alias hddp::<folder>,
-# exported as hddp::<folder>; headers install to include/hddp/<folder>/, so consumers write
-# #include "kernels/gemm.h" exactly as the project does. C++20 reaches every consumer.
+# exported as hddp::<folder>. HEADERS are the public ones, installed to include/hddp/<folder>/;
+# the folder's other headers are internal (not installed, never included by a public one).
+# C++20 reaches every consumer.
 function(hddp_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;HEADERS" ${ARGN})
   add_library(hddp_${name} ${ARG_SOURCES})
@@ -27,8 +34,8 @@ function(hddp_library name)
   set_target_properties(hddp_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME hddp_${name})
   target_compile_features(hddp_${name} PUBLIC cxx_std_20)  # consumers compile as C++20 too
   target_include_directories(hddp_${name} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/hddp>)
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   hddp_warnings(hddp_${name})
   install(TARGETS hddp_${name} EXPORT hddpTargets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

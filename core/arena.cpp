@@ -1,8 +1,8 @@
-#include "core/arena.h"
+#include <hddp/core/arena.h>
 
 #include <algorithm>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

@@ -1,9 +1,9 @@
-#include "core/checkpoint.h"
+#include <hddp/core/checkpoint.h>
 
 #include <cmath>
 #include <cstring>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

@@ -39,10 +39,10 @@
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/serialize.h"
+#include <hddp/core/arena.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/serialize.h>
 
 namespace hddp {
 

@@ -1,4 +1,4 @@
-#include "core/idx.h"
+#include <hddp/core/idx.h>
 
 #include <sys/stat.h>
 #include <zlib.h>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

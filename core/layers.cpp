@@ -1,10 +1,10 @@
-#include "core/layers.h"
+#include <hddp/core/layers.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/check.h"
-#include "kernels/gemm.h"
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/gemm.h>
 
 namespace hddp {
 
@@ -102,5 +102,66 @@ void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* 
   template void softmax_xent_backward<T>(int64_t, int64_t, const T*, const int32_t*, T*);
 HDDP_INSTANTIATE_LAYERS(float)
 HDDP_INSTANTIATE_LAYERS(double)
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string to_string(const Shape& s) {
+  std::string r = "(";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() == 1 ? ",)" : ")");
+}
+
+namespace layers {
+
+template <class T>
+Linear<T>::Linear(int64_t in, int64_t out, bool bias) : in_(in), out_(out), bias_(bias) {}
+
+template <class T>
+std::string Linear<T>::name() const {
+  return "Linear(" + std::to_string(in_) + ", " + std::to_string(out_) + (bias_ ? ")" : ", bias=False)");
+}
+
+template <class T>
+Shape Linear<T>::setup(const Shape& in) {
+  HDDP_CHECK_ARG(in_ > 0 && out_ > 0, "in and out must be positive");
+  HDDP_CHECK_ARG(numel(in) == in_, "expects " << in_ << " input features but gets " << numel(in)
+                                              << " (input shape " << to_string(in) << ")");
+  return {out_};
+}
+
+template <class T>
+std::vector<ParamSpec> Linear<T>::parameters() const {
+  std::vector<ParamSpec> p{{"weight", out_, in_}};
+  if (bias_) p.push_back({"bias", out_, 1});
+  return p;
+}
+
+template <class T>
+void Linear<T>::reset_parameters(Rng& rng, T* const* params) const {
+  const T bound = T(1.0 / std::sqrt(double(in_)));
+  for (int64_t k = 0; k < in_ * out_; ++k) params[0][k] = rng.uniform<T>(-bound, bound);
+  if (bias_)
+    for (int64_t k = 0; k < out_; ++k) params[1][k] = rng.uniform<T>(-bound, bound);
+}
+
+template <class T>
+void Linear<T>::forward(const Forward<T>& f) const {
+  linear_forward(f.batch, in_, out_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y);
+}
+
+template <class T>
+void Linear<T>::backward(const Backward<T>& b) const {
+  linear_backward(b.batch, in_, out_, b.x, b.params[0], b.dy, b.dx, b.grads[0], bias_ ? b.grads[1] : nullptr,
+                  b.accumulate);
+}
+
+template class Linear<float>;
+template class Linear<double>;
+
+}  // namespace layers
 
 }  // namespace hddp

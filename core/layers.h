@@ -1,6 +1,11 @@
 #pragma once
-// Layers as free functions over plain row-major buffers, shapes in the signature (llm.c
-// style). B is the batch (rows). Every GEMM goes through hddp::gemm, every element-wise loop
+// The built-in layers, at two levels:
+//   - the kernels: free functions over plain row-major buffers, shapes in the signature (llm.c
+//     style), below;
+//   - the layer objects Sequential runs (core/layer.h's interface, namespace hddp::layers) and
+//     the specs that name them in a layer list: Linear(in, out, bias), Tanh(), ReLU().
+//
+// The kernels: B is the batch (rows). Every GEMM goes through hddp::gemm, every element-wise loop
 // through kernels/elementwise.h. Backward functions ACCUMULATE parameter gradients (+=), as
 // PyTorch does; input gradients are overwritten.
 //
@@ -10,8 +15,11 @@
 //   relu_forward(n, X, Y)          Y = max(X, 0)
 //   relu_backward(n, Y, dY, dX)    dX = Y > 0 ? dY : 0, from the saved output
 #include <cstdint>
+#include <string>
+#include <vector>
 
-#include "kernels/elementwise.h"
+#include <hddp/core/layer.h>
+#include <hddp/kernels/elementwise.h>
 
 namespace hddp {
 
@@ -50,5 +58,77 @@ double softmax_xent_forward(int64_t B, int64_t C, const T* logits, const int32_t
 // Its gradient: dlogits = (probs - onehot(labels)) / B (overwritten; may alias probs).
 template <class T>
 void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* labels, T* dlogits);
+
+// The layer objects.
+namespace layers {
+
+// PyTorch's nn.Linear(in, out, bias): Y = X W^T + b; input {in} (any shape of in values),
+// output {out}. Parameters "weight" (out x in), "bias" (out x 1); both initialised
+// U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_(a=sqrt(5)) gives the weight the same bound).
+template <class T>
+class Linear final : public Layer<T> {
+ public:
+  Linear(int64_t in, int64_t out, bool bias = true);
+  std::string name() const override;
+  Shape setup(const Shape& in) override;
+  std::vector<ParamSpec> parameters() const override;
+  void reset_parameters(Rng& rng, T* const* params) const override;
+  void forward(const Forward<T>& f) const override;
+  void backward(const Backward<T>& b) const override;
+  // 2 B in out, + B out for the bias.
+  double flops(int64_t batch) const override {
+    return 2.0 * double(batch) * double(in_) * double(out_) + (bias_ ? double(batch) * double(out_) : 0.0);
+  }
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+  bool bias() const { return bias_; }
+
+ private:
+  int64_t in_, out_;
+  bool bias_;
+};
+
+// Element-wise activations, in place, differentiated from their output.
+template <class T>
+class Tanh final : public Layer<T> {
+ public:
+  std::string name() const override { return "Tanh()"; }
+  Shape setup(const Shape& in) override { return n_ = numel(in), in; }
+  bool in_place() const override { return true; }
+  void forward(const Forward<T>& f) const override { tanh_forward(f.batch * n_, f.x, f.y); }
+  void backward(const Backward<T>& b) const override {
+    if (b.dx) tanh_backward(b.batch * n_, b.y, b.dy, b.dx);
+  }
+  double flops(int64_t batch) const override { return double(batch) * double(n_); }
+
+ private:
+  int64_t n_ = 0;
+};
+
+template <class T>
+class ReLU final : public Layer<T> {
+ public:
+  std::string name() const override { return "ReLU()"; }
+  Shape setup(const Shape& in) override { return n_ = numel(in), in; }
+  bool in_place() const override { return true; }
+  void forward(const Forward<T>& f) const override { relu_forward(f.batch * n_, f.x, f.y); }
+  void backward(const Backward<T>& b) const override {
+    if (b.dx) relu_backward(b.batch * n_, b.y, b.dy, b.dx);
+  }
+  double flops(int64_t batch) const override { return double(batch) * double(n_); }
+
+ private:
+  int64_t n_ = 0;
+};
+
+extern template class Linear<float>;
+extern template class Linear<double>;
+
+}  // namespace layers
+
+// The specs of a layer list: Sequential<T> builds layers::X<T> from each.
+inline LayerSpec Linear(int64_t in, int64_t out, bool bias = true) { return LayerSpec::of<layers::Linear>(in, out, bias); }
+inline LayerSpec Tanh() { return LayerSpec::of<layers::Tanh>(); }
+inline LayerSpec ReLU() { return LayerSpec::of<layers::ReLU>(); }
 
 }  // namespace hddp

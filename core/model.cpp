@@ -1,74 +1,95 @@
-#include "core/model.h"
+#include <hddp/core/model.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
+#include <stdexcept>
 
-#include "core/layers.h"
-#include "kernels/check.h"
-#include "kernels/elementwise.h"
+#include <hddp/core/layers.h>
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/elementwise.h>
 
 namespace hddp {
 
-std::string to_string(const LayerSpec& s) {
-  switch (s.kind) {
-    case LayerKind::Linear:
-      return "Linear(" + std::to_string(s.in) + ", " + std::to_string(s.out) + (s.bias ? ")" : ", bias=False)");
-    case LayerKind::Tanh: return "Tanh()";
-    case LayerKind::ReLU: return "ReLU()";
-  }
-  return "?";
+namespace {
+
+std::string layer_label(size_t i, const std::string& name) { return "layer " + std::to_string(i) + " (" + name + ")"; }
+
+// The message of a layer's setup() without the file:line of the check that threw it.
+std::string reason(const std::exception& e) {
+  const std::string w = e.what();
+  const size_t p = w.find(".cpp:");
+  if (p == std::string::npos) return w;
+  const size_t q = w.find(": ", p + 5);
+  return q == std::string::npos ? w : w.substr(q + 2);
+}
+
+}  // namespace
+
+template <class T>
+Sequential<T>::Sequential(Shape input, std::vector<LayerSpec> layers, int64_t max_batch) {
+  build(std::move(input), std::move(layers), max_batch, /*implied=*/false);
 }
 
 template <class T>
-Sequential<T>::Sequential(std::vector<LayerSpec> specs, int64_t max_batch) {
+Sequential<T>::Sequential(std::vector<LayerSpec> layers, int64_t max_batch) {
+  HDDP_CHECK_ARG(!layers.empty(), "Sequential: no layers");
+  const std::shared_ptr<Layer<T>> first = layers.front().make<T>();
+  const auto* linear = dynamic_cast<const layers::Linear<T>*>(first.get());
+  HDDP_CHECK_ARG(linear, "Sequential: " << layer_label(0, first->name())
+                                        << ": the input shape is not known; pass it first (Sequential({C, H, W}, "
+                                           "layers, ...)) or start with a Linear");
+  build({linear->in()}, std::move(layers), max_batch, /*implied=*/true);
+}
+
+template <class T>
+Sequential<T>::Sequential(Shape input, std::vector<LayerSpec> layers, int64_t max_batch, Rng& rng)
+    : Sequential(std::move(input), std::move(layers), max_batch) {
+  reset_parameters(rng);
+}
+
+template <class T>
+Sequential<T>::Sequential(std::vector<LayerSpec> layers, int64_t max_batch, Rng& rng)
+    : Sequential(std::move(layers), max_batch) {
+  reset_parameters(rng);
+}
+
+template <class T>
+void Sequential<T>::build(Shape input, std::vector<LayerSpec> specs, int64_t max_batch, bool implied) {
   HDDP_CHECK_ARG(!specs.empty(), "Sequential: no layers");
-  layers_.reserve(specs.size());
+  // An input implied by a first Linear is that layer's to check (its own message).
+  HDDP_CHECK_ARG(implied || (!input.empty() && std::all_of(input.begin(), input.end(), [](int64_t d) { return d > 0; })),
+                 "Sequential: the input shape " << to_string(input) << " must have positive sizes");
+  shapes_.push_back(std::move(input));
+  slots_.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
-    const LayerSpec& s = specs[i];
-    const std::string name = "layer " + std::to_string(i) + " (" + to_string(s) + ")";
-    Layer L;
-    L.spec = s;
-    if (s.kind == LayerKind::Linear) {
-      HDDP_CHECK_ARG(s.in > 0 && s.out > 0, "Sequential: " << name << ": in and out must be positive");
-      HDDP_CHECK_ARG(i == 0 || s.in == widths_.back(),
-                     "Sequential: " << name << " expects " << s.in << " input features but layer "
-                                    << i - 1 << " gives " << (i ? widths_.back() : 0));
-      if (i == 0) widths_.push_back(s.in);
-      L.in = s.in, L.out = s.out;
-      L.p_begin = arena_.size();
-      L.w_off = arena_.view(arena_.add(std::to_string(i) + ".weight", s.out, s.in)).offset;
-      if (s.bias) L.b_off = arena_.view(arena_.add(std::to_string(i) + ".bias", s.out, 1)).offset;
-      L.p_end = arena_.size();
-    } else {
-      HDDP_CHECK_ARG(i > 0, "Sequential: " << name
-                                           << ": the first layer must be Linear (it fixes the input width)");
-      L.in = L.out = widths_.back();
-      L.p_begin = L.p_end = arena_.size();
+    Slot s;
+    std::string label = "layer " + std::to_string(i);
+    try {
+      s.layer = specs[i].make<T>();
+      label = layer_label(i, s.layer->name());
+      shapes_.push_back(s.layer->setup(shapes_.back()));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("Sequential: " + label + ": " + reason(e));
     }
-    widths_.push_back(L.out);
-    layers_.push_back(L);
+    HDDP_CHECK_ARG(numel(shapes_.back()) > 0, "Sequential: " << label << ": gives an empty output shape "
+                                                             << to_string(shapes_.back()));
+    s.in_size = numel(shapes_[i]);
+    s.out_size = numel(shapes_.back());
+    // In place only where no backward needs what it overwrites: the previous layer's output,
+    // which an in-place previous layer reads in backward. The model's input copy is free.
+    s.in_place = s.layer->in_place() && s.in_size == s.out_size && (i == 0 || !slots_.back().in_place);
+    s.p_begin = arena_.size();
+    for (const ParamSpec& p : s.layer->parameters())
+      s.param_off.push_back(arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols)).offset);
+    s.p_end = arena_.size();
+    slots_.push_back(std::move(s));
   }
   reserve(max_batch);
 }
 
 template <class T>
-Sequential<T>::Sequential(std::vector<LayerSpec> specs, int64_t max_batch, Rng& rng)
-    : Sequential(std::move(specs), max_batch) {
-  reset_parameters(rng);
-}
-
-template <class T>
 void Sequential<T>::reset_parameters(Rng& rng) {
-  for (const Layer& L : layers_) {
-    if (L.spec.kind != LayerKind::Linear) continue;
-    // kaiming_uniform_(a=sqrt(5)) on W and U(-1/sqrt(fan_in), ...) on b both give this bound.
-    const T bound = T(1.0 / std::sqrt(double(L.in)));
-    T* p = arena_.params();
-    for (int64_t k = 0; k < L.in * L.out; ++k) p[L.w_off + k] = rng.uniform<T>(-bound, bound);
-    if (L.b_off >= 0)
-      for (int64_t k = 0; k < L.out; ++k) p[L.b_off + k] = rng.uniform<T>(-bound, bound);
-  }
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].layer->reset_parameters(rng, ptrs_.data() + ptr_at_[i]);
 }
 
 template <class T>
@@ -76,41 +97,61 @@ void Sequential<T>::reserve(int64_t max_batch) {
   HDDP_CHECK_ARG(max_batch > 0, "Sequential: max_batch must be positive, got " << max_batch);
   if (max_batch <= max_batch_) return;
   max_batch_ = max_batch;
-  const int64_t max_width = *std::max_element(widths_.begin(), widths_.end());
-  act_off_.assign(widths_.size(), 0);
-  int64_t off = 0;
-  for (size_t i = 0; i < widths_.size(); ++i) {
-    // An activation works in place: its output overwrites its input, which no backward reads
-    // (tanh and ReLU differentiate from their output, the Linear before from its own input).
-    if (i > 0 && layers_[i - 1].spec.kind != LayerKind::Linear) {
-      act_off_[i] = act_off_[i - 1];
-      continue;
+  int64_t off = 0, scratch = 0, widest = numel(shapes_.front());
+  const int64_t input_size = widest;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    s.in_off = i == 0 ? 0 : slots_[i - 1].out_off;
+    if (i == 0) off = max_batch * input_size;
+    if (s.in_place) {
+      s.out_off = s.in_off;
+    } else {
+      s.out_off = off;
+      off += max_batch * s.out_size;
     }
-    act_off_[i] = off;
-    off += max_batch * widths_[i];
+    s.saved_off = off;
+    off += s.layer->saved_size(max_batch);
+    scratch = std::max(scratch, s.layer->scratch_size(max_batch));
+    widest = std::max(widest, s.out_size);
   }
-  grad_off_[0] = off;
-  grad_off_[1] = off + max_batch * max_width;
-  work_.assign(size_t(off + 2 * max_batch * max_width), T(0));
+  scratch_off_ = off;
+  grad_off_[0] = off + scratch;
+  grad_off_[1] = grad_off_[0] + max_batch * widest;
+  work_.assign(size_t(grad_off_[1] + max_batch * widest), T(0));
   batch_ = 0;  // the saved activations are gone
+  // The arena no longer grows: each layer's parameter and gradient pointers, fixed from here.
+  ptrs_.clear();
+  ptr_at_.clear();
+  for (const Slot& s : slots_) {
+    ptr_at_.push_back(ptrs_.size());
+    for (int64_t o : s.param_off) ptrs_.push_back(arena_.params() + o);
+    for (int64_t o : s.param_off) ptrs_.push_back(arena_.grads() + o);
+  }
 }
 
 template <class T>
 std::string Sequential<T>::layer_name(size_t i) const {
-  return "layer " + std::to_string(i) + " (" + to_string(layers_.at(i).spec) + ")";
+  return layer_label(i, slots_.at(i).layer->name());
+}
+
+template <class T>
+std::string Sequential<T>::describe() const {
+  std::string d;
+  for (const Slot& s : slots_) d += (d.empty() ? "" : " -> ") + s.layer->name();
+  return d;
 }
 
 template <class T>
 std::pair<int64_t, int64_t> Sequential<T>::layer_param_range(size_t i) const {
-  const Layer& L = layers_.at(i);
-  return {L.p_begin, L.p_end};
+  const Slot& s = slots_.at(i);
+  return {s.p_begin, s.p_end};
 }
 
 template <class T>
-const T* Sequential<T>::forward(const T* X, int64_t batch, int64_t in_features) {
-  HDDP_CHECK_ARG(in_features == widths_.front(),
-                 "Sequential::forward: " << layer_name(0) << " expects " << widths_.front()
-                                         << " input features, got " << in_features);
+const T* Sequential<T>::forward(const T* X, int64_t batch, int64_t features) {
+  HDDP_CHECK_ARG(features == in_features(),
+                 "Sequential::forward: " << layer_name(0) << " expects " << in_features()
+                                         << " input features, got " << features);
   return forward(X, batch);
 }
 
@@ -121,29 +162,25 @@ const T* Sequential<T>::forward(const T* X, int64_t batch) {
                                          << " is outside [1, max_batch=" << max_batch_ << "]");
   HDDP_CHECK_ARG(X, "Sequential::forward: " << layer_name(0) << ": input is null");
   batch_ = 0;  // invalid until the whole forward is done
-  std::memcpy(act_ptr(0), X, sizeof(T) * size_t(batch * widths_.front()));
-  const T* p = arena_.params();
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& L = layers_[i];
-    const T* x = act_ptr(i);
-    T* y = act_ptr(i + 1);
-    switch (L.spec.kind) {
-      case LayerKind::Linear:
-        linear_forward(batch, L.in, L.out, x, p + L.w_off, L.b_off >= 0 ? p + L.b_off : nullptr, y);
-        break;
-      case LayerKind::Tanh: tanh_forward(batch * L.out, x, y); break;
-      case LayerKind::ReLU: relu_forward(batch * L.out, x, y); break;
-    }
+  T* w = work_.data();
+  std::memcpy(w, X, sizeof(T) * size_t(batch * in_features()));
+  Forward<T> f;
+  f.batch = batch, f.scratch = w + scratch_off_, f.training = training_, f.seed = seed_;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    f.x = w + s.in_off, f.y = w + s.out_off, f.saved = w + s.saved_off;
+    f.params = ptrs_.data() + ptr_at_[i];
+    s.layer->forward(f);
   }
   batch_ = batch;
-  return act_ptr(layers_.size());
+  return output();
 }
 
 template <class T>
 T Sequential<T>::loss(const T* target) const {
   HDDP_CHECK(batch_ > 0, "Sequential::loss: call forward() first");
   HDDP_CHECK_ARG(target, "Sequential::loss: target is null");
-  return mse_forward(batch_ * widths_.back(), act_ptr(layers_.size()), target);
+  return mse_forward(batch_ * out_features(), output(), target);
 }
 
 template <class T>
@@ -151,7 +188,7 @@ void Sequential<T>::backward(const T* target) {
   HDDP_CHECK(batch_ > 0, "Sequential::backward: call forward() first");
   HDDP_CHECK_ARG(target, "Sequential::backward: target is null");
   T* dY = work_.data() + grad_off_[0];
-  mse_backward(batch_ * widths_.back(), act_ptr(layers_.size()), target, dY);
+  mse_backward(batch_ * out_features(), output(), target, dY);
   run_backward(dY);
 }
 
@@ -164,32 +201,27 @@ void Sequential<T>::backward_from(const T* dY) {
 
 template <class T>
 void Sequential<T>::run_backward(const T* dY) {
-  const int64_t B = batch_;
-  T* g[2] = {work_.data() + grad_off_[0], work_.data() + grad_off_[1]};
-  const T* p = arena_.params();
-  T* gp = arena_.grads();
+  T* w = work_.data();
+  T* g[2] = {w + grad_off_[0], w + grad_off_[1]};
   // After zero_grad the layers overwrite their gradients; cleared before the first hook, so a
   // hook that reads grads() sees this backward's values, never a late zeroing.
-  const bool accumulate = !zero_pending_;
+  Backward<T> b;
+  b.batch = batch_, b.accumulate = !zero_pending_, b.scratch = w + scratch_off_;
   zero_pending_ = false;
   const T* d = dY;  // dLoss/d(output of layer i)
   int64_t ready = arena_.size();
-  for (size_t i = layers_.size(); i-- > 0;) {
-    const Layer& L = layers_[i];
-    // Linear layers alternate between the two buffers; an activation works in place on ours
-    // (not on a caller's dY).
+  for (size_t i = slots_.size(); i-- > 0;) {
+    const Slot& s = slots_[i];
+    // Layers alternate between the two buffers; an in-place layer works in place on ours
+    // (not on a caller's dY). Layer 0's input gradient is never needed.
     const bool ours = d == g[0] || d == g[1];
-    T* dx = L.spec.kind != LayerKind::Linear && ours ? const_cast<T*>(d) : d == g[0] ? g[1] : g[0];
-    switch (L.spec.kind) {
-      case LayerKind::Linear:
-        // Layer 0's input gradient is never needed.
-        linear_backward(B, L.in, L.out, act_ptr(i), p + L.w_off, d, i > 0 ? dx : nullptr, gp + L.w_off,
-                        L.b_off >= 0 ? gp + L.b_off : nullptr, accumulate);
-        ready = L.p_begin;
-        break;
-      case LayerKind::Tanh: tanh_backward(B * L.out, act_ptr(i + 1), d, dx); break;
-      case LayerKind::ReLU: relu_backward(B * L.out, act_ptr(i + 1), d, dx); break;
-    }
+    T* dx = s.in_place && ours ? const_cast<T*>(d) : d == g[0] ? g[1] : g[0];
+    b.x = s.in_place ? nullptr : w + s.in_off;
+    b.y = w + s.out_off, b.dy = d, b.dx = i > 0 ? dx : nullptr, b.saved = w + s.saved_off;
+    b.params = ptrs_.data() + ptr_at_[i];
+    b.grads = ptrs_.data() + ptr_at_[i] + s.param_off.size();
+    s.layer->backward(b);
+    if (s.p_end > s.p_begin) ready = s.p_begin;
     d = dx;
     if (hook_) hook_(i, ready);
   }

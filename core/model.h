@@ -1,5 +1,6 @@
 #pragma once
-// Sequential<T>: a stack of layers (Linear, Tanh, ReLU) trained with an MSE loss.
+// Sequential<T>: a stack of layers (core/layer.h: the built-in ones of core/layers.h or a
+// user's own) with an MSE loss built in and any other loss through backward_from.
 //
 //   Sequential<float> model({Linear(1, 20), Linear(20, 1, false), Tanh()}, /*max_batch=*/32, rng);
 //   model.zero_grad();
@@ -8,10 +9,14 @@
 //   model.backward(target);                  // gradients += into model.grads()
 //   adam.step(model.params(), model.grads());
 //
+// The input shape is given first ({1, 28, 28} for images), or implied by a first Linear.
+//
 // Storage: parameters and gradients live in one ParamArena<T>, added in FORWARD layer order
-// (layer 0 first; per Linear "<i>.weight" (out x in) then "<i>.bias" (out)). Every forward and
-// backward work buffer is allocated at construction for max_batch rows (reserve() grows them
-// once); forward/loss/backward never allocate.
+// (layer 0 first; each layer's parameters() in its order, named "<index>.<name>": "0.weight",
+// "0.bias"). Every activation, saved and scratch value is one work arena allocated for
+// max_batch samples at construction (reserve() grows it once); forward/loss/backward never
+// allocate. A layer that can run in place (Tanh, ReLU) shares its input's buffer, unless the
+// layer before it reads its own output in backward.
 //
 // Backward hook (set_backward_hook): backward walks the layers from the last to the first and,
 // right after layer i is done, calls
@@ -25,50 +30,53 @@
 // gradient buckets from there while backward continues.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/arena.h"
-#include "core/rng.h"
+#include <hddp/core/arena.h>
+#include <hddp/core/layer.h>
+#include <hddp/core/layers.h>
+#include <hddp/core/rng.h>
 
 namespace hddp {
 
-enum class LayerKind { Linear, Tanh, ReLU };
-
-struct LayerSpec {
-  LayerKind kind = LayerKind::Linear;
-  int64_t in = 0, out = 0;  // Linear only; activations keep the previous layer's width
-  bool bias = true;         // Linear only
-};
-
-inline LayerSpec Linear(int64_t in, int64_t out, bool bias = true) { return {LayerKind::Linear, in, out, bias}; }
-inline LayerSpec Tanh() { return {LayerKind::Tanh, 0, 0, false}; }
-inline LayerSpec ReLU() { return {LayerKind::ReLU, 0, 0, false}; }
-
-// "Linear(1, 20)", "Linear(20, 1, bias=False)", "Tanh()", "ReLU()".
-std::string to_string(const LayerSpec& s);
-
+// What the data-parallel wrapper (hddp::DistributedModel) needs of a model: its parameters and
+// gradients in one arena (the gradients of a backward written in place there), and a hook its
+// backward calls as gradients become final, with the contract described above. Sequential is
+// one; a model of the user's own can be another.
 template <class T>
-class Sequential {
+class Module {
  public:
   using BackwardHook = std::function<void(size_t layer_index, int64_t grads_ready_from_offset)>;
+  virtual ~Module() = default;
+  virtual ParamArena<T>& arena() = 0;
+  virtual void set_backward_hook(BackwardHook hook) = 0;
+};
 
-  // Validates the stack (the first layer must be Linear; each Linear's `in` must equal the
-  // width before it; positive sizes) and max_batch > 0, throwing std::invalid_argument
-  // naming the layer. Parameters start at zero: call reset_parameters() or load them.
+template <class T>
+class Sequential final : public Module<T> {
+ public:
+  using BackwardHook = typename Module<T>::BackwardHook;
+
+  // Sets every layer up in order (the output shape of each is the input of the next) and
+  // checks max_batch > 0; throws std::invalid_argument naming the layer that does not fit
+  // ("layer 2 (Linear(4, 2)): expects 4 input features but gets 5"). Parameters start at
+  // zero: call reset_parameters() or load them. Without `input`, a first Linear gives it.
+  Sequential(Shape input, std::vector<LayerSpec> layers, int64_t max_batch);
   Sequential(std::vector<LayerSpec> layers, int64_t max_batch);
-  // Same, then reset_parameters(rng).
+  // The same, then reset_parameters(rng).
+  Sequential(Shape input, std::vector<LayerSpec> layers, int64_t max_batch, Rng& rng);
   Sequential(std::vector<LayerSpec> layers, int64_t max_batch, Rng& rng);
 
-  // PyTorch's nn.Linear default, layer by layer in forward order, weight before bias:
-  // W and b ~ U(-1/sqrt(in), 1/sqrt(in)), drawn with rng.uniform<T>.
+  // Each layer's reset_parameters, in forward order, from one stream (PyTorch's defaults).
   void reset_parameters(Rng& rng);
 
-  // Forward of `batch` rows of X (batch x in_features(), row-major; copied, so X need not
+  // Forward of `batch` samples of X (batch x in_features(), row-major; copied, so X need not
   // outlive the call). Returns the output (batch x out_features()), valid until the next
   // forward. Throws std::invalid_argument if batch is not in [1, max_batch()]; the second
-  // form also checks the caller's row width against layer 0.
+  // form also checks the caller's row width against the input shape.
   const T* forward(const T* X, int64_t batch);
   const T* forward(const T* X, int64_t batch, int64_t in_features);
 
@@ -79,29 +87,41 @@ class Sequential {
   // Backward from a given dLoss/dOutput (batch x out_features), for other losses.
   void backward_from(const T* dY);
 
+  // Training (the default) or evaluation: Dropout is on only in training.
+  void set_training(bool on) { training_ = on; }
+  bool training() const { return training_; }
+  // The seed random layers draw from in the next forward (Dropout's mask): set it per step, and
+  // per rank in data-parallel training.
+  void set_seed(uint64_t seed) { seed_ = seed; }
+
   // Gradients to zero, lazily: the next backward overwrites them instead of adding (no pass
   // that writes zeros, no read of the old values in the dW products); anything that reads them
   // before that backward (grads(), arena()) sees zeros. The same bits as clearing first.
   void zero_grad() { zero_pending_ = true; }
-  void set_backward_hook(BackwardHook hook) { hook_ = std::move(hook); }
+  void set_backward_hook(BackwardHook hook) override { hook_ = std::move(hook); }
 
-  // Grows the work buffers to max_batch rows (allocates once; never shrinks).
+  // Grows the work arena to max_batch samples (allocates once; never shrinks).
   void reserve(int64_t max_batch);
 
   // Shapes.
-  int64_t in_features() const { return widths_.front(); }
-  int64_t out_features() const { return widths_.back(); }
+  const Shape& input_shape() const { return shapes_.front(); }
+  const Shape& output_shape() const { return shapes_.back(); }
+  int64_t in_features() const { return numel(shapes_.front()); }
+  int64_t out_features() const { return numel(shapes_.back()); }
   int64_t max_batch() const { return max_batch_; }
-  int64_t batch() const { return batch_; }  // rows of the last forward (0 before the first)
-  size_t num_layers() const { return layers_.size(); }
-  const LayerSpec& layer(size_t i) const { return layers_.at(i).spec; }
+  int64_t batch() const { return batch_; }  // samples of the last forward (0 before the first)
+  size_t num_layers() const { return slots_.size(); }
+  const Layer<T>& layer(size_t i) const { return *slots_.at(i).layer; }
+  // The shape of layer i's input (i = num_layers(): the model's output).
+  const Shape& shape_before(size_t i) const { return shapes_.at(i); }
   std::string layer_name(size_t i) const;  // "layer 1 (Linear(20, 1, bias=False))"
-  // [begin, end) of layer i's parameters in the arena (begin == end for an activation, at
-  // the offset where the next layer's parameters start).
+  std::string describe() const;            // "Linear(1, 20) -> Linear(20, 1, bias=False) -> Tanh()"
+  // [begin, end) of layer i's parameters in the arena (begin == end for a layer without any,
+  // at the offset where the next layer's parameters start).
   std::pair<int64_t, int64_t> layer_param_range(size_t i) const;
 
   // Parameters and gradients.
-  ParamArena<T>& arena() { return materialize(), arena_; }
+  ParamArena<T>& arena() override { return materialize(), arena_; }
   const ParamArena<T>& arena() const { return materialize(), arena_; }
   const std::vector<ParamView>& param_views() const { return arena_.views(); }
   int64_t num_params() const { return arena_.size(); }
@@ -109,17 +129,18 @@ class Sequential {
   const T* params() const { return arena_.params(); }
   T* grads() { return materialize(), arena_.grads(); }
   const T* grads() const { return materialize(), arena_.grads(); }
-  const T* output() const { return act_ptr(layers_.size()); }
+  const T* output() const { return work_.data() + slots_.back().out_off; }
 
  private:
-  struct Layer {
-    LayerSpec spec;
-    int64_t in = 0, out = 0;                 // widths before / after
-    int64_t w_off = -1, b_off = -1;          // arena offsets, -1 if none
-    int64_t p_begin = 0, p_end = 0;          // arena range of this layer's parameters
+  struct Slot {
+    std::shared_ptr<Layer<T>> layer;
+    int64_t in_size = 0, out_size = 0;   // values per sample
+    int64_t p_begin = 0, p_end = 0;      // arena range of its parameters
+    std::vector<int64_t> param_off;      // arena offset of each parameter
+    bool in_place = false;               // runs with its output in its input's buffer
+    int64_t in_off = 0, out_off = 0, saved_off = 0;  // work arena offsets (max_batch samples)
   };
-  T* act_ptr(size_t i) { return work_.data() + act_off_[i]; }
-  const T* act_ptr(size_t i) const { return work_.data() + act_off_[i]; }
+  void build(Shape input, std::vector<LayerSpec> layers, int64_t max_batch, bool implied);
   void run_backward(const T* dY);
   // A zero_grad not yet taken by a backward becomes real zeros (logically const: the values a
   // reader sees are zeros either way).
@@ -129,17 +150,20 @@ class Sequential {
     zero_pending_ = false;
   }
 
-  std::vector<Layer> layers_;
-  std::vector<int64_t> widths_;   // widths_[i]: width of the input of layer i; back(): output
+  std::vector<Slot> slots_;
+  std::vector<Shape> shapes_;  // shapes_[i]: input of layer i; back(): the output
   ParamArena<T> arena_;
   int64_t max_batch_ = 0, batch_ = 0;
+  bool training_ = true;
+  uint64_t seed_ = 0;
   mutable bool zero_pending_ = false;  // zero_grad() called; the next backward overwrites
-  // work_: activations act[0..L] (act[0] = copy of the input; an activation layer's output
-  // shares its input's buffer), then two gradient buffers of max_batch x max width used
-  // alternately by Linear layers in backward (activations work in place).
+  // work_: activations (the input copy first), each layer's saved values, one scratch area
+  // (the largest any layer asks for), then two gradient buffers of max_batch x the widest
+  // activation, used alternately in backward (in-place layers work on the one they get).
   std::vector<T> work_;
-  std::vector<int64_t> act_off_;
-  int64_t grad_off_[2] = {0, 0};
+  int64_t scratch_off_ = 0, grad_off_[2] = {0, 0};
+  std::vector<T*> ptrs_;  // per layer: its parameter pointers, then its gradient pointers
+  std::vector<size_t> ptr_at_;
   BackwardHook hook_;
 };
 

@@ -1,6 +1,6 @@
-#include "core/optim.h"
+#include <hddp/core/optim.h>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

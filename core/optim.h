@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
-#include "kernels/elementwise.h"
+#include <hddp/core/arena.h>
+#include <hddp/kernels/elementwise.h>
 
 namespace hddp {
 

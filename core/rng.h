@@ -19,7 +19,7 @@
 #include <array>
 #include <cstdint>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

@@ -1,4 +1,4 @@
-#include "core/safetensors.h"
+#include <hddp/core/safetensors.h>
 
 #include <algorithm>
 #include <bit>
@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

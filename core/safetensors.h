@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
+#include <hddp/core/arena.h>
 
 namespace hddp {
 

@@ -1,9 +1,9 @@
-#include "core/scaler.h"
+#include <hddp/core/scaler.h>
 
 #include <cfloat>
 #include <cmath>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

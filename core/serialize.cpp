@@ -1,4 +1,4 @@
-#include "core/serialize.h"
+#include <hddp/core/serialize.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <iterator>
 #include <set>
 
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
-#include "core/optim.h"
-#include "core/util.h"  // fnv1a64: the format's checksum
+#include <hddp/core/arena.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/util.h>  // fnv1a64: the format's checksum
 
 namespace hddp {
 

@@ -1,10 +1,10 @@
-#include "core/trace.h"
+#include <hddp/core/trace.h>
 
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

@@ -1,4 +1,4 @@
-#include "core/util.h"
+#include <hddp/core/util.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <iterator>
 #include <limits>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

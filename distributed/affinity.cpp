@@ -1,4 +1,4 @@
-#include "distributed/affinity.h"
+#include <hddp/distributed/affinity.h>
 
 #include <omp.h>
 #include <pthread.h>
@@ -12,9 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include "core/util.h"
-#include "distributed/mpi_env.h"
-#include "kernels/check.h"
+#include <hddp/core/util.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

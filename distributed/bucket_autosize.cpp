@@ -1,12 +1,12 @@
-#include "distributed/bucket_autosize.h"
+#include <hddp/distributed/bucket_autosize.h>
 
 #include <algorithm>
 #include <chrono>
 
-#include "core/util.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
-#include "kernels/check.h"
+#include <hddp/core/util.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

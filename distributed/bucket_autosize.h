@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/model.h"
-#include "distributed/bucket_plan.h"
-#include "distributed/reducer.h"
+#include <hddp/core/model.h>
+#include <hddp/distributed/bucket_plan.h>
+#include <hddp/distributed/reducer.h>
 
 namespace hddp {
 

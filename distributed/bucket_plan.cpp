@@ -1,10 +1,10 @@
-#include "distributed/bucket_plan.h"
+#include <hddp/distributed/bucket_plan.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

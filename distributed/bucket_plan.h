@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/buckets.h"
+#include <hddp/distributed/buckets.h>
 
 namespace hddp {
 

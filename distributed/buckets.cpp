@@ -1,6 +1,6 @@
-#include "distributed/buckets.h"
+#include <hddp/distributed/buckets.h>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

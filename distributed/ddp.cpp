@@ -1,12 +1,12 @@
-#include "distributed/ddp.h"
+#include <hddp/distributed/ddp.h>
 
 #include <algorithm>
 #include <sstream>
 
-#include "core/util.h"
-#include "distributed/mpi_env.h"
-#include "kernels/check.h"
-#include "kernels/elementwise.h"
+#include <hddp/core/util.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/elementwise.h>
 
 namespace hddp {
 
@@ -51,41 +51,43 @@ void replicate(MPI_Comm comm, float* params, int64_t n, const std::vector<ParamS
   mpi::bcast_chunked(params, n, MPI_FLOAT, 0, comm);  // every rank starts from rank 0's parameters
 }
 
-DistributedModel::DistributedModel(MPI_Comm comm, Sequential<float>& model, ReducerOptions options,
-                                   Trace* trace)
-    : model_(model) {
-  const std::vector<ParamSlice> layout = param_layout(model.param_views());
-  replicate(comm, model.params(), model.num_params(), layout);
-  reducer_ = std::make_unique<Reducer>(comm, model.grads(), model.num_params(), layout, options, trace);
+DistributedModel::DistributedModel(MPI_Comm comm, Module<float>& model, ReducerOptions options, Trace* trace)
+    : model_(model), sequential_(dynamic_cast<Sequential<float>*>(&model)) {
+  ParamArena<float>& arena = model.arena();
+  grads_ = arena.grads(), n_ = arena.size();
+  const std::vector<ParamSlice> layout = param_layout(arena.views());
+  replicate(comm, arena.params(), arena.size(), layout);
+  reducer_ = std::make_unique<Reducer>(comm, arena.grads(), arena.size(), layout, options, trace);
   model_.set_backward_hook([this](size_t, int64_t from) { grads_ready_from(from); });
 }
 
 DistributedModel::~DistributedModel() { model_.set_backward_hook(nullptr); }
 
+Sequential<float>& DistributedModel::model() {
+  HDDP_CHECK(sequential_, "DistributedModel::model(): the model is not a Sequential (use module())");
+  return *sequential_;
+}
+
 void DistributedModel::grads_ready_from(int64_t from) {
   if (check_finite_ && from < ready_from_) {
-    if (non_finite_at_ < 0 && !all_finite(ready_from_ - from, model_.grads() + from)) non_finite_at_ = from;
+    if (non_finite_at_ < 0 && !all_finite(ready_from_ - from, grads_ + from)) non_finite_at_ = from;
     ready_from_ = from;
   }
   reducer_->grads_ready_from(from);  // launches the buckets that became ready
 }
 
 void DistributedModel::start_step() {
-  ready_from_ = model_.num_params();
+  ready_from_ = n_;
   non_finite_at_ = -1;
   reducer_->begin_step();
 }
 
 void DistributedModel::backward(const float* target) {
-  start_step();
-  model_.backward(target);
-  reducer_->finish();
+  backward_with([&] { model().backward(target); });
 }
 
 void DistributedModel::backward_from(const float* dY) {
-  start_step();
-  model_.backward_from(dY);
-  reducer_->finish();
+  backward_with([&] { model().backward_from(dY); });
 }
 
 Shard shard_of(int64_t global, int rank, int size) {

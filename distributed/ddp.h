@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "core/model.h"
-#include "distributed/reducer.h"
+#include <hddp/core/model.h>
+#include <hddp/distributed/reducer.h>
 
 namespace hddp {
 
@@ -19,21 +19,32 @@ std::vector<ParamSlice> param_layout(const std::vector<ParamView>& views);
 void replicate(MPI_Comm comm, float* params, int64_t n, const std::vector<ParamSlice>& layout);
 
 // Wraps a model (which must outlive it): construction replicates it (replicate(): the same
-// model on every rank, rank 0's parameters everywhere), then builds its Reducer; backward() runs the model's backward with its
+// model on every rank, rank 0's parameters everywhere), then builds its Reducer over the
+// model's gradient arena and takes the model's backward hook; a backward then runs with its
 // gradient buckets reduced as they complete, and returns with gradients averaged over ranks.
+// Any Module works (core/model.h: an arena and a backward hook); backward(target) and
+// backward_from(dY) are Sequential's backward, backward_with(f) anyone's.
 class DistributedModel {
  public:
-  DistributedModel(MPI_Comm comm, Sequential<float>& model, ReducerOptions options = {},
-                   Trace* trace = nullptr);
+  DistributedModel(MPI_Comm comm, Module<float>& model, ReducerOptions options = {}, Trace* trace = nullptr);
   ~DistributedModel();
 
   DistributedModel(const DistributedModel&) = delete;  // the backward hook holds `this`
   DistributedModel& operator=(const DistributedModel&) = delete;
 
-  void backward(const float* target);      // MSE loss backward + reduction
-  void backward_from(const float* dY);     // other losses
-  Sequential<float>& model() { return model_; }
-  const Sequential<float>& model() const { return model_; }
+  void backward(const float* target);      // Sequential: MSE loss backward + reduction
+  void backward_from(const float* dY);     // Sequential: other losses
+  // Any model: run() is the model's backward (which calls the hook as gradients become final).
+  template <class F>
+  void backward_with(F&& run) {
+    start_step();
+    run();
+    reducer_->finish();
+  }
+
+  Module<float>& module() { return model_; }
+  // The model as a Sequential; throws if it is another kind of Module.
+  Sequential<float>& model();
   Reducer& reducer() { return *reducer_; }
 
   // The non-finite check: with it on, each layer's own gradients (local, not yet averaged) are
@@ -47,7 +58,10 @@ class DistributedModel {
   void grads_ready_from(int64_t from);  // the model's backward hook
   void start_step();
 
-  Sequential<float>& model_;
+  Module<float>& model_;
+  Sequential<float>* sequential_;  // model_ when it is one, else null
+  float* grads_;                   // the arena's gradients (read without arena(), which would
+  int64_t n_;                      // clear a Sequential's pending zero_grad)
   std::unique_ptr<Reducer> reducer_;
   bool check_finite_ = false;
   int64_t ready_from_ = 0;      // grads [ready_from_, num_params) are final in this backward

@@ -1,4 +1,4 @@
-#include "distributed/mpi_env.h"
+#include <hddp/distributed/mpi_env.h>
 
 #include <unistd.h>
 

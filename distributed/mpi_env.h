@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp::mpi {
 

@@ -1,6 +1,6 @@
-#include "distributed/nbc_algorithm.h"
+#include <hddp/distributed/nbc_algorithm.h>
 
-#include "distributed/mpi_env.h"
+#include <hddp/distributed/mpi_env.h>
 
 namespace hddp {
 

@@ -1,4 +1,4 @@
-#include "distributed/reducer.h"
+#include <hddp/distributed/reducer.h>
 
 #include <omp.h>
 #include <pthread.h>
@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/util.h"
-#include "distributed/mpi_env.h"
-#include "kernels/elementwise.h"
-#include "kernels/progress.h"
+#include <hddp/core/util.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/kernels/elementwise.h>
+#include <hddp/kernels/progress.h>
 
 namespace hddp {
 

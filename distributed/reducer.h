@@ -37,10 +37,10 @@
 #include <string>
 #include <vector>
 
-#include "core/trace.h"
-#include "distributed/buckets.h"
-#include "distributed/nbc_algorithm.h"
-#include "distributed/watchdog.h"
+#include <hddp/core/trace.h>
+#include <hddp/distributed/buckets.h>
+#include <hddp/distributed/nbc_algorithm.h>
+#include <hddp/distributed/watchdog.h>
 
 namespace hddp {
 

@@ -1,4 +1,4 @@
-#include "distributed/watchdog.h"
+#include <hddp/distributed/watchdog.h>
 
 #include <unistd.h>
 
@@ -13,8 +13,8 @@
 #include <deque>
 #include <thread>
 
-#include "core/util.h"
-#include "distributed/mpi_env.h"
+#include <hddp/core/util.h>
+#include <hddp/distributed/mpi_env.h>
 
 namespace hddp {
 

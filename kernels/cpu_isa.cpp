@@ -1,13 +1,13 @@
 // CPU features (CPUID + XGETBV) and the choice of a kernel set (cpu_isa.h). Compiled for baseline
 // x86-64: no instruction of a kernel set runs before its features were checked here.
-#include "kernels/cpu_isa.h"
+#include <hddp/kernels/cpu_isa.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -1,4 +1,4 @@
-#include "kernels/elementwise.h"
+#include <hddp/kernels/elementwise.h>
 
 #include <omp.h>
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu_isa.h"
-#include "kernels/elementwise_isa.h"
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/elementwise_isa.h>
 
 namespace hddp {
 namespace {

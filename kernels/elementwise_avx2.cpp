@@ -13,7 +13,7 @@ struct VecTanh {
 }  // namespace
 }  // namespace hddp::detail
 
-#include "kernels/elementwise_loops.h"
+#include <hddp/kernels/elementwise_loops.h>
 
 namespace hddp::detail {
 const EltKernels& avx2_elementwise() {

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/elementwise_isa.h"
+#include <hddp/kernels/elementwise_isa.h>
 
 namespace hddp::detail {
 namespace {

@@ -1,12 +1,12 @@
 // Public gemm(): dispatch to the selected backend.
-#include "kernels/gemm.h"
+#include <hddp/kernels/gemm.h>
 
 #include <atomic>
 #include <cstdlib>
 
-#include "kernels/check.h"
-#include "kernels/gemm_config.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/gemm_config.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 namespace hddp {
 namespace {

@@ -17,11 +17,11 @@
 #include <cstdlib>
 #include <memory>
 
-#include "kernels/gemm_blocking.h"
-#include "kernels/gemm_common.h"
-#include "kernels/gemm_pack.h"
-#include "kernels/gemm_ukernel.h"
-#include "kernels/progress.h"
+#include <hddp/kernels/gemm_blocking.h>
+#include <hddp/kernels/gemm_common.h>
+#include <hddp/kernels/gemm_pack.h>
+#include <hddp/kernels/gemm_ukernel.h>
+#include <hddp/kernels/progress.h>
 
 namespace hddp {
 namespace detail {

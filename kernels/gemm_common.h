@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/check.h"
-#include "kernels/gemm.h"
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/gemm.h>
 
 namespace hddp::detail {
 

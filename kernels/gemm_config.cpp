@@ -1,5 +1,5 @@
 // The choice of micro-kernel set and blocking per CPU (gemm_config.h).
-#include "kernels/gemm_config.h"
+#include <hddp/kernels/gemm_config.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace hddp::detail {
 namespace {

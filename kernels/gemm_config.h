@@ -23,8 +23,8 @@
 //       "tuned": "...", "threads": 1, "score": {...}}}}   (the last three: information only)
 #include <string>
 
-#include "kernels/cpu_isa.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 namespace hddp::detail {
 

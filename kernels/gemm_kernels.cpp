@@ -1,9 +1,9 @@
 // The micro-kernel sets by name; the one gemm_blocked runs is gemm_config()'s choice.
 #include <string>
 
-#include "kernels/cpu_isa.h"
-#include "kernels/gemm_config.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/gemm_config.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 namespace hddp::detail {
 

@@ -1,5 +1,5 @@
 // The naive twin of every GEMM backend: three loops, the oracle of tests and benchmarks.
-#include "kernels/gemm_common.h"
+#include <hddp/kernels/gemm_common.h>
 
 namespace hddp {
 

@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "kernels/gemm_common.h"
+#include <hddp/kernels/gemm_common.h>
 
 namespace hddp {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/gemm.h"
+#include <hddp/kernels/gemm.h>
 
 namespace hddp::detail {
 

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/gemm.h"
-#include "kernels/gemm_blocking.h"
+#include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_blocking.h>
 
 #ifndef HDDP_ISA
 #error "define HDDP_ISA (the namespace for this instruction set) before including gemm_small.h"

@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cpu_isa.h"  // cpu_has_avx2_fma, cpu_has_avx512
-#include "kernels/gemm.h"
-#include "kernels/gemm_blocking.h"
+#include <hddp/kernels/cpu_isa.h>  // cpu_has_avx2_fma, cpu_has_avx512
+#include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_blocking.h>
 
 namespace hddp::detail {
 

@@ -7,8 +7,8 @@
 #include <immintrin.h>
 
 #define HDDP_ISA avx2
-#include "kernels/gemm_small.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/gemm_small.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 namespace hddp::detail {
 namespace {

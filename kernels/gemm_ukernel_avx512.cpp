@@ -11,11 +11,11 @@
 // kPrefetchA iterations ahead. The B micro-panel is reused from L1 across loop 1.
 #include <immintrin.h>
 
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/gemm_ukernel.h>
 
 #define HDDP_ISA avx512
 #define HDDP_SMALL_VEC_BYTES 64
-#include "kernels/gemm_small.h"
+#include <hddp/kernels/gemm_small.h>
 
 namespace hddp::detail {
 namespace {

@@ -1,8 +1,8 @@
 // Portable micro-kernel and direct path: plain C++, built with the default flags, so it runs
 // on any CPU. The AVX2+FMA twin is gemm_ukernel_avx2.cpp.
 #define HDDP_ISA portable
-#include "kernels/gemm_small.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/gemm_small.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 namespace hddp::detail {
 namespace {

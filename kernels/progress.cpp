@@ -1,4 +1,4 @@
-#include "kernels/progress.h"
+#include <hddp/kernels/progress.h>
 
 namespace hddp {
 namespace {

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "core/util.h"
-#include "kernels/cpu_isa.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_config.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_config.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 namespace {
 

@@ -39,11 +39,11 @@
 #include "bench/at_scale/profile_args.h"
 #include "bench/at_scale/step_replay.h"
 #include "bench/mpi_world.h"
-#include "core/util.h"
-#include "kernels/cpu_isa.h"
-#include "distributed/mpi_env.h"
-#include "distributed/nbc_algorithm.h"
-#include "distributed/reducer.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/nbc_algorithm.h>
+#include <hddp/distributed/reducer.h>
 
 namespace {
 

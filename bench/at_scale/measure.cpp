@@ -19,38 +19,27 @@
 #include "bench/at_scale/profile_args.h"
 #include "bench/at_scale/step_replay.h"
 #include "bench/mlp_1024x4.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/util.h"
-#include "kernels/gemm.h"
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/util.h>
+#include <hddp/kernels/gemm.h>
 
 namespace {
 
 using namespace hddp;
 using Clock = std::chrono::steady_clock;
 
-// Flop of one layer's forward at `batch` rows (Linear: 2 B in out, + B out for the bias;
-// an activation: B width).
-double forward_flop(const LayerSpec& s, int64_t width_in, int64_t batch) {
-  if (s.kind == LayerKind::Linear) return 2.0 * double(batch * s.in * s.out) + (s.bias ? double(batch * s.out) : 0.0);
-  return double(batch * width_in);
-}
-
-// The layers as profile rows: names "0", "1", ... (PyTorch's nn.Sequential), params W+b.
-ModelProfile skeleton(const std::vector<LayerSpec>& layers, int64_t batch, std::vector<double>& flop) {
+// The layers as profile rows: names "0", "1", ... (PyTorch's nn.Sequential), their parameter
+// tensors, and each layer's forward flop at `batch` rows (Layer::flops: Linear 2 B in out + B out
+// for the bias, an activation B width).
+ModelProfile skeleton(const Sequential<float>& model, int64_t batch, std::vector<double>& flop) {
   ModelProfile m;
-  int64_t width = layers.front().in;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerSpec& s = layers[i];
+  for (size_t i = 0; i < model.num_layers(); ++i) {
     LayerProfile l;
     l.name = std::to_string(i);
-    if (s.kind == LayerKind::Linear) {
-      l.params.push_back(s.in * s.out);
-      if (s.bias) l.params.push_back(s.out);
-    }
-    flop.push_back(forward_flop(s, width, batch));
-    if (s.kind == LayerKind::Linear) width = s.out;
+    for (const ParamSpec& p : model.layer(i).parameters()) l.params.push_back(p.rows * p.cols);
+    flop.push_back(model.layer(i).flops(batch));
     m.layers.push_back(l);
   }
   return m;
@@ -91,8 +80,10 @@ int main(int argc, char** argv) {
   try {
     const std::vector<LayerSpec> layers = model == "wide" ? mlp_1024x4()
                                                           : std::vector<LayerSpec>{Linear(1, 20), Linear(20, 1, false), Tanh()};
+    Rng rng(1);
+    Sequential<float> net(layers, batch, rng);
     std::vector<double> flop_of;
-    ModelProfile m = skeleton(layers, batch, flop_of);
+    ModelProfile m = skeleton(net, batch, flop_of);
     double total_flop = 0;
     for (double f : flop_of) total_flop += f;
     if (flop) {
@@ -104,10 +95,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_gemm_backend(GemmBackend::Blocked);
-    Rng rng(1);
-    Sequential<float> net(layers, batch, rng);
     Adam<float> adam(net.num_params(), AdamHyper{.lr = 1e-4});
-    std::vector<float> x(size_t(batch * layers.front().in)), y(size_t(batch * net.out_features()));
+    std::vector<float> x(size_t(batch * net.in_features())), y(size_t(batch * net.out_features()));
     for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
     for (auto& v : y) v = rng.uniform(-0.9f, 0.9f);
     const size_t L = layers.size();

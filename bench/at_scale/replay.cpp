@@ -13,7 +13,7 @@
 
 #include "bench/at_scale/profile_args.h"
 #include "bench/at_scale/step_replay.h"
-#include "core/util.h"
+#include <hddp/core/util.h>
 
 namespace {
 

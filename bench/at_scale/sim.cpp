@@ -37,10 +37,10 @@
 #include "bench/at_scale/profile_args.h"
 #include "bench/at_scale/step_replay.h"
 #include "bench/mpi_world.h"
-#include "distributed/buckets.h"
-#include "kernels/check.h"
+#include <hddp/distributed/buckets.h>
+#include <hddp/kernels/check.h>
 #ifndef HDDP_SMPI
-#include "distributed/nbc_algorithm.h"
+#include <hddp/distributed/nbc_algorithm.h>
 #endif
 
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 
 namespace hddp {
 

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/bucket_plan.h"
-#include "distributed/buckets.h"
+#include <hddp/distributed/bucket_plan.h>
+#include <hddp/distributed/buckets.h>
 
 namespace hddp {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/gemm_ukernel.h>
 
 namespace hddp::bench {
 namespace {

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/util.h"
-#include "drivers/common/options.h"
+#include <hddp/core/util.h>
+#include "common/options.h"
 
 namespace scaling {
 

@@ -16,11 +16,11 @@
 #include <sstream>
 
 #include "common.h"
-#include "core/util.h"
-#include "distributed/mpi_env.h"
-#include "drivers/common/gnuplot.h"
-#include "drivers/common/options.h"
-#include "kernels/gemm.h"
+#include <hddp/core/util.h>
+#include <hddp/distributed/mpi_env.h>
+#include "common/gnuplot.h"
+#include "common/options.h"
+#include <hddp/kernels/gemm.h>
 #include "plots.h"
 #include "studies.h"
 #include "workers.h"

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "common.h"
-#include "drivers/common/gnuplot.h"
+#include "common/gnuplot.h"
 
 namespace scaling {
 

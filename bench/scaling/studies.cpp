@@ -17,8 +17,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "core/util.h"
-#include "drivers/common/options.h"
+#include <hddp/core/util.h>
+#include "common/options.h"
 #include "plots.h"
 #include "workers.h"
 

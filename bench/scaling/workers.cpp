@@ -16,12 +16,12 @@
 #include <random>
 
 #include "common.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/util.h"
-#include "distributed/bucket_autosize.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/util.h>
+#include <hddp/distributed/bucket_autosize.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
 
 namespace scaling {
 
@@ -32,11 +32,12 @@ std::vector<hddp::LayerSpec> wide_layers() {
   return {Linear(1, 1024), Tanh(), Linear(1024, 1024), Tanh(), Linear(1024, 1024), Tanh(), Linear(1024, 1)};
 }
 
-double gemm_flops_per_step(const std::vector<hddp::LayerSpec>& layers, int64_t batch) {
+double gemm_flops_per_step(const hddp::Sequential<float>& model, int64_t batch) {
   // Forward X W^T, backward dY W and dY^T X: 3 x 2 B in out per Linear (bench_layers' count).
   double f = 0;
-  for (const hddp::LayerSpec& l : layers)
-    if (l.kind == hddp::LayerKind::Linear) f += 6.0 * double(batch) * double(l.in) * double(l.out);
+  for (size_t i = 0; i < model.num_layers(); ++i)
+    if (const auto* l = dynamic_cast<const hddp::layers::Linear<float>*>(&model.layer(i)))
+      f += 6.0 * double(batch) * double(l->in()) * double(l->out());
   return f;
 }
 
@@ -192,7 +193,7 @@ int step_worker(const std::map<std::string, std::string>& a) {
                                   {"backend", b},
                                   {"threads", std::to_string(threads)},
                                   {"time_s", fmt(t, 9)},
-                                  {"gflop", fmt(gemm_flops_per_step(layers, kWideBatch) * 1e-9, 6)},
+                                  {"gflop", fmt(gemm_flops_per_step(model, kWideBatch) * 1e-9, 6)},
                                   {"cpu_util", fmt(util, 4)}})
                             .c_str());
     std::fflush(stdout);

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "kernels/gemm.h"
+#include <hddp/core/model.h>
+#include <hddp/kernels/gemm.h>
 
 namespace scaling {
 

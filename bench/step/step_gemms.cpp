@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/util.h"
-#include "kernels/gemm.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/gemm.h>
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "distributed/mpi_env.h"
+#include <hddp/distributed/mpi_env.h>
 
 namespace hddp::drivers {
 

@@ -1,11 +1,11 @@
-#include "drivers/common/options.h"
+#include "common/options.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
 
-#include "core/util.h"
+#include <hddp/core/util.h>
 
 namespace hddp::cli {
 namespace {

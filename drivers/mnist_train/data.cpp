@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "core/idx.h"
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/idx.h>
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 
 namespace mnist {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
+#include <hddp/core/rng.h>
 
 namespace mnist {
 

@@ -27,17 +27,17 @@
 #include "common/driver_setup.h"
 #include "common/gnuplot.h"
 #include "common/options.h"
-#include "core/checkpoint.h"
-#include "core/layers.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/safetensors.h"
-#include "core/util.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
-#include "distributed/reducer.h"
-#include "distributed/watchdog.h"
+#include <hddp/core/checkpoint.h>
+#include <hddp/core/layers.h>
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/safetensors.h>
+#include <hddp/core/util.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/reducer.h>
+#include <hddp/distributed/watchdog.h>
 #include "gnuplot-iostream.h"
 #include "mnist_train/data.h"
 
@@ -226,7 +226,7 @@ void plot_training(const std::string& path, const std::vector<EpochRow>& rows, i
 std::map<std::string, std::string> run_identity(const Options& o, const std::vector<hddp::LayerSpec>& layers,
                                                 const Dataset& d) {
   std::string l;
-  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
   char opt[96];
   std::snprintf(opt, sizeof opt, "%s lr %.17g momentum %.17g", o.optimizer.c_str(), o.lr, o.momentum);
   return {{"layers", l},
@@ -366,7 +366,7 @@ int run(Env& env, const Options& o) {
   const int64_t steps = (per_rank + o.batch_size - 1) / o.batch_size;
   if (env.root()) {
     std::string l;
-    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
     std::printf("model: %s (%lld parameters); %d rank(s) x %d thread(s), batch %lld per rank, %lld steps per epoch\n",
                 l.c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size, (long long)steps);
     std::fflush(stdout);
@@ -450,7 +450,7 @@ int run(Env& env, const Options& o) {
   }
   if (!o.export_path.empty()) {
     std::string l;
-    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
     hddp::save_weights(o.export_path, model.arena(),
                        {{"format", "pt"}, {"hddp.layers", l}, {"hddp.input", "x / 255, 28 x 28 row-major"},
                         {"hddp.test_accuracy", std::to_string(last.accuracy)}});

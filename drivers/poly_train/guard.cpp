@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/util.h"
-#include "kernels/elementwise.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/elementwise.h>
 
 namespace poly {
 namespace {
@@ -51,14 +51,14 @@ Guard::Guard(const hddp::mpi::Env& env, const Options& o, hddp::Watchdog& watchd
       last_check_(start - 1),
       t_check_(std::chrono::steady_clock::now()) {}
 
-void Guard::note_local(int64_t epoch, float loss, const hddp::DistributedModel& ddp) {
+void Guard::note_local(int64_t epoch, float loss, hddp::DistributedModel& ddp) {
   if (local_bad_ != INT64_MAX || (std::isfinite(loss) && ddp.non_finite_at() < 0)) return;
   local_bad_ = epoch * env_.size() + env_.rank();
   char why[200];
   if (!std::isfinite(loss)) {
     std::snprintf(why, sizeof why, "loss = %g", double(loss));
   } else {
-    const hddp::ParamView* v = hddp::view_containing(ddp.model().param_views(), ddp.non_finite_at());
+    const hddp::ParamView* v = hddp::view_containing(ddp.module().arena().views(), ddp.non_finite_at());
     std::snprintf(why, sizeof why, "gradient of '%s' not finite", v ? v->name.c_str() : "?");
   }
   local_reason_ = why;
@@ -74,9 +74,9 @@ int64_t Guard::next_interval(int64_t epoch) const {
   return per_epoch > 0 ? int64_t(std::clamp(kCheckPeriod / per_epoch, 1.0, double(kMaxCheckInterval))) : kMaxCheckInterval;
 }
 
-Guard::Verdict Guard::check(int64_t epoch, float loss, const hddp::DistributedModel& ddp, bool checkpoint_now) {
+Guard::Verdict Guard::check(int64_t epoch, float loss, hddp::DistributedModel& ddp, bool checkpoint_now) {
   note_local(epoch, loss, ddp);
-  const bool averaged_bad = !hddp::all_finite(ddp.model().num_params(), ddp.model().grads());
+  const bool averaged_bad = !hddp::all_finite(ddp.module().arena().size(), ddp.module().arena().grads());
   Verdict v;
   if (!(averaged_bad || checkpoint_now || epoch == next_check_ || epoch + 1 == o_.epochs)) return v;
   int64_t in[3] = {-int64_t(g_stop_signal.load(std::memory_order_relaxed)), local_bad_, next_interval(epoch)}, out[3];

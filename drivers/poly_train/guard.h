@@ -15,9 +15,9 @@
 #include <functional>
 #include <string>
 
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
-#include "distributed/watchdog.h"
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/watchdog.h>
 #include "poly_train/options.h"
 
 namespace poly {
@@ -40,10 +40,10 @@ class Guard {
   // After backward of `epoch`: notes this rank's first non-finite value, and agrees with the
   // other ranks when it is time (always when `checkpoint_now`). On non-finite values every rank
   // prints what it found and rank 0 the verdict.
-  Verdict check(int64_t epoch, float loss, const hddp::DistributedModel& ddp, bool checkpoint_now);
+  Verdict check(int64_t epoch, float loss, hddp::DistributedModel& ddp, bool checkpoint_now);
 
  private:
-  void note_local(int64_t epoch, float loss, const hddp::DistributedModel& ddp);
+  void note_local(int64_t epoch, float loss, hddp::DistributedModel& ddp);
   int64_t next_interval(int64_t epoch) const;
   void report_non_finite(int64_t epoch, int64_t first_bad) const;
 

@@ -29,17 +29,17 @@
 #include <vector>
 
 #include "common/driver_setup.h"
-#include "core/optim.h"
-#include "core/safetensors.h"
-#include "core/util.h"
-#include "core/rng.h"
-#include "core/trace.h"
-#include "distributed/affinity.h"
-#include "distributed/bucket_autosize.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
-#include "distributed/watchdog.h"
-#include "kernels/gemm.h"
+#include <hddp/core/optim.h>
+#include <hddp/core/safetensors.h>
+#include <hddp/core/util.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/trace.h>
+#include <hddp/distributed/affinity.h>
+#include <hddp/distributed/bucket_autosize.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/watchdog.h>
+#include <hddp/kernels/gemm.h>
 #include "poly_train/guard.h"
 #include "poly_train/options.h"
 #include "poly_train/problem.h"
@@ -144,7 +144,7 @@ void inject_faults(const Options& o, int rank, int64_t epoch, float* x) {
 void export_weights(const Options& o, const std::vector<hddp::LayerSpec>& layers, const Scalers& scale,
                     const hddp::Sequential<float>& model) {
   std::string l;
-  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
   auto num = [](double v) {
     char b[64];
     std::snprintf(b, sizeof b, "%.17g", v);

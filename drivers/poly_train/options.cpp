@@ -1,6 +1,6 @@
 #include "poly_train/options.h"
 
-#include "drivers/common/options.h"
+#include "common/options.h"
 
 namespace poly {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "distributed/reducer.h"
-#include "drivers/common/options.h"
-#include "kernels/gemm.h"
+#include <hddp/distributed/reducer.h>
+#include "common/options.h"
+#include <hddp/kernels/gemm.h>
 #include "poly_train/problem.h"
 
 namespace poly {

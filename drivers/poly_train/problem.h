@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "core/scaler.h"
+#include <hddp/core/model.h>
+#include <hddp/core/scaler.h>
 
 namespace poly {
 

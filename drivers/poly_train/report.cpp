@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/util.h"
-#include "drivers/common/gnuplot.h"
-#include "drivers/common/line_log.h"
-#include "kernels/gemm.h"
-#include "kernels/check.h"
+#include <hddp/core/util.h>
+#include "common/gnuplot.h"
+#include "common/line_log.h"
+#include <hddp/kernels/gemm.h>
+#include <hddp/kernels/check.h>
 
 namespace poly {
 namespace {

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "core/trace.h"
-#include "distributed/affinity.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
+#include <hddp/core/model.h>
+#include <hddp/core/trace.h>
+#include <hddp/distributed/affinity.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
 #include "poly_train/options.h"
 #include "poly_train/problem.h"
 

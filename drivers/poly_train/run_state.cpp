@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/checkpoint.h"
-#include "core/safetensors.h"
-#include "core/util.h"
-#include "kernels/elementwise.h"
+#include <hddp/core/checkpoint.h>
+#include <hddp/core/safetensors.h>
+#include <hddp/core/util.h>
+#include <hddp/kernels/elementwise.h>
 
 namespace poly {
 namespace {
@@ -60,7 +60,7 @@ std::string init_weights(const hddp::mpi::Env& env, const std::string& path, hdd
 
 std::map<std::string, std::string> run_identity(const Options& o, const std::vector<hddp::LayerSpec>& layers) {
   std::string l;
-  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + hddp::to_string(s);
+  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
   std::map<std::string, std::string> id{{"function", to_string(o.function)},
                                         {"layers", l},
                                         {"optimizer", to_string(o.optimizer)},

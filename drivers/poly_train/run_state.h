@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "distributed/mpi_env.h"
-#include "distributed/watchdog.h"
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/watchdog.h>
 #include "poly_train/options.h"
 
 namespace poly {

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/rng.h"
-#include "distributed/ddp.h"
+#include <hddp/core/rng.h>
+#include <hddp/distributed/ddp.h>
 #include "poly_train/options.h"
 #include "poly_train/problem.h"
 

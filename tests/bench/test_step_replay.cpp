@@ -6,7 +6,7 @@
 #include <string>
 
 #include "bench/at_scale/step_replay.h"
-#include "kernels/check.h"
+#include <hddp/kernels/check.h>
 
 namespace {
 

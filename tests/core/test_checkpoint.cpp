@@ -7,12 +7,12 @@
 #include <cstring>
 #include <vector>
 
-#include "core/checkpoint.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/checkpoint.h>
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 #include "tests/common/testing.h"
 
 using namespace hddp;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/idx.h"
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/idx.h>
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 
 using namespace hddp;
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/layers.h"
-#include "core/model.h"
-#include "core/rng.h"
-#include "kernels/check.h"
+#include <hddp/core/layers.h>
+#include <hddp/core/model.h>
+#include <hddp/core/rng.h>
+#include <hddp/kernels/check.h>
 
 using namespace hddp;
 
@@ -325,8 +325,8 @@ TEST(Sequential, BadInputNamesTheLayer) {
   EXPECT_NO_THROW(m.loss(T.data()));
 
   EXPECT_ERROR_HAS((Sequential<float>({Linear(3, 5), Tanh(), Linear(4, 2)}, 4)),
-                   "layer 2 (Linear(4, 2)) expects 4 input features but layer 1 gives 5");
-  EXPECT_ERROR_HAS((Sequential<float>({Tanh(), Linear(4, 2)}, 4)), "layer 0 (Tanh()): the first layer must be Linear");
+                   "layer 2 (Linear(4, 2)): expects 4 input features but gets 5");
+  EXPECT_ERROR_HAS((Sequential<float>({Tanh(), Linear(4, 2)}, 4)), "layer 0 (Tanh()): the input shape is not known");
   EXPECT_ERROR_HAS((Sequential<float>({Linear(0, 2)}, 4)), "layer 0 (Linear(0, 2)): in and out must be positive");
   EXPECT_ERROR_HAS((Sequential<float>({Linear(1, 2, false)}, 0)), "max_batch must be positive");
   EXPECT_ERROR_HAS((Sequential<float>({}, 4)), "no layers");
@@ -346,6 +346,90 @@ TEST(Sequential, ReserveGrowsCapacity) {
   std::vector<double> ref(30);
   linear_forward<double>(10, 2, 3, X.data(), m.params(), m.params() + 6, ref.data());
   for (int i = 0; i < 30; ++i) EXPECT_DOUBLE_EQ(y[i], std::tanh(ref[i]));
+}
+
+// A layer of the user's own through the open interface: y = a * x + c * x^2 per value, two
+// parameters of shape 1 x 1, not in place (its backward reads x).
+template <class T>
+class Quad final : public Layer<T> {
+ public:
+  std::string name() const override { return "Quad()"; }
+  Shape setup(const Shape& in) override {
+    if (in.size() != 1) throw std::invalid_argument("wants a vector input, got " + to_string(in));
+    return n_ = in[0], in;
+  }
+  std::vector<ParamSpec> parameters() const override { return {{"a", 1, 1}, {"c", 1, 1}}; }
+  void reset_parameters(Rng& rng, T* const* p) const override { p[0][0] = rng.uniform<T>(0.5, 1), p[1][0] = rng.uniform<T>(-1, 1); }
+  void forward(const Forward<T>& f) const override {
+    for (int64_t i = 0; i < f.batch * n_; ++i) f.y[i] = f.params[0][0] * f.x[i] + f.params[1][0] * f.x[i] * f.x[i];
+  }
+  void backward(const Backward<T>& b) const override {
+    T da = 0, dc = 0;
+    for (int64_t i = 0; i < b.batch * n_; ++i) {
+      da += b.dy[i] * b.x[i], dc += b.dy[i] * b.x[i] * b.x[i];
+      if (b.dx) b.dx[i] = b.dy[i] * (b.params[0][0] + 2 * b.params[1][0] * b.x[i]);
+    }
+    b.grads[0][0] = (b.accumulate ? b.grads[0][0] : T(0)) + da;
+    b.grads[1][0] = (b.accumulate ? b.grads[1][0] : T(0)) + dc;
+  }
+
+ private:
+  int64_t n_ = 0;
+};
+
+// Every gradient of a model against central differences of its MSE loss.
+void expect_model_gradient(Sequential<double>& m, const std::vector<double>& X, const std::vector<double>& Y, int64_t B) {
+  m.zero_grad();
+  m.forward(X.data(), B);
+  m.backward(Y.data());
+  const std::vector<double> g(m.grads(), m.grads() + m.num_params());
+  auto loss = [&] {
+    m.forward(X.data(), B);
+    return m.loss(Y.data());
+  };
+  for (const ParamView& v : m.param_views())
+    for (int64_t k = 0; k < v.size(); ++k)
+      expect_grad_near(g[size_t(v.offset + k)], central_diff(loss, m.params() + v.offset + k),
+                       v.name + "[" + std::to_string(k) + "]");
+}
+
+TEST(LayerInterface, UserLayerTrainsInASequentialWithPyTorchNames) {
+  Rng rng(7);
+  Sequential<double> m({Linear(3, 4), layer<Quad>(), Tanh(), Linear(4, 2), layer<Quad>()}, 6, rng);
+  EXPECT_EQ(m.describe(), "Linear(3, 4) -> Quad() -> Tanh() -> Linear(4, 2) -> Quad()");
+  std::vector<std::string> names;
+  for (const ParamView& v : m.param_views()) names.push_back(v.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "1.a", "1.c", "3.weight", "3.bias", "4.a", "4.c"}));
+  EXPECT_EQ(m.layer_param_range(1), std::make_pair(int64_t(16), int64_t(18)));
+  const auto X = randv(6 * 3, 8), Y = randv(6 * 2, 9);
+  expect_model_gradient(m, X, Y, 6);
+}
+
+TEST(LayerInterface, AnObjectOfTheCallersOwn) {
+  Rng rng(3);
+  auto q = std::make_shared<Quad<float>>();
+  Sequential<float> m({Linear(2, 3), q}, 4, rng);
+  EXPECT_EQ(m.describe(), "Linear(2, 3) -> Quad()");
+  EXPECT_EQ(&m.layer(1), q.get());
+  // A float layer object cannot serve a double model.
+  EXPECT_ERROR_HAS((Sequential<double>({Linear(2, 3), std::make_shared<Quad<float>>()}, 4)),
+                   "a layer of float cannot be used in a model of double");
+  // Its setup's complaint, named by Sequential.
+  EXPECT_ERROR_HAS((Sequential<double>({3, 4}, {layer<Quad>()}, 4)),
+                   "Sequential: layer 0 (Quad()): wants a vector input, got (3, 4)");
+}
+
+TEST(LayerInterface, InPlaceOnlyWhereNoBackwardNeedsTheOverwrittenValues) {
+  // Tanh after Tanh reads its own output in backward: the second gets its own buffer; the
+  // gradients prove it (a shared buffer would differentiate the first from the second's output).
+  Rng rng(11);
+  Sequential<double> m({Linear(3, 5), Tanh(), Tanh(), ReLU(), Linear(5, 2), Tanh()}, 4, rng);
+  const auto X = randv(4 * 3, 12), Y = randv(4 * 2, 13);
+  expect_model_gradient(m, X, Y, 4);
+  // A model starting with an activation, its input shape given.
+  Sequential<double> a({3}, {Tanh(), Linear(3, 2)}, 4, rng);
+  EXPECT_EQ(a.input_shape(), Shape{3});
+  expect_model_gradient(a, X, Y, 4);
 }
 
 }  // namespace

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "core/optim.h"
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
 #include "tests/common/testing.h"
 
 #ifndef HDDP_CORE_TEST_DATA

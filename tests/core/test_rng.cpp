@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "core/rng.h"
+#include <hddp/core/rng.h>
 
 using hddp::Rng;
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "core/rng.h"
-#include "core/safetensors.h"
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/model.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/safetensors.h>
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 #include "tests/common/testing.h"
 
 using namespace hddp;

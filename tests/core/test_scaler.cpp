@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/scaler.h"
+#include <hddp/core/scaler.h>
 #include "tests/common/testing.h"
 
 using hddp::MinMaxScaler;

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/serialize.h"
-#include "kernels/check.h"
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/serialize.h>
+#include <hddp/kernels/check.h>
 #include "tests/common/testing.h"
 
 using namespace hddp;

@@ -1,6 +1,6 @@
 // core/trace.h: events as Chrome-trace JSON, and one document from several ranks' bodies
 // (the driver's --trace with 2+ ranks once joined them without a comma).
-#include "core/trace.h"
+#include <hddp/core/trace.h>
 
 #include <gtest/gtest.h>
 

@@ -14,10 +14,10 @@
 #include <cmath>
 #include <vector>
 
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/scaler.h"
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/scaler.h>
 
 using namespace hddp;
 

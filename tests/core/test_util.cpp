@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/util.h"
-#include "kernels/check.h"
+#include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 #include "tests/common/testing.h"
 
 using namespace hddp;

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "distributed/mpi_env.h"
+#include <hddp/distributed/mpi_env.h>
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

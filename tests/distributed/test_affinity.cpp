@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/affinity.h"
-#include "kernels/check.h"
+#include <hddp/distributed/affinity.h>
+#include <hddp/kernels/check.h>
 
 using namespace hddp;
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "distributed/bucket_autosize.h"
+#include <hddp/distributed/bucket_autosize.h>
 
 namespace {
 

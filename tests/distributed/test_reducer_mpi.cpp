@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "core/optim.h"
-#include "core/rng.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
 #include "tests/distributed/mpi_testing.h"
 
 using namespace hddp;

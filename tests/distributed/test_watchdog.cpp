@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/watchdog.h"
+#include <hddp/distributed/watchdog.h>
 
 using namespace hddp;
 

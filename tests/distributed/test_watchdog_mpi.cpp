@@ -9,8 +9,8 @@
 #include <csignal>
 #include <vector>
 
-#include "distributed/mpi_env.h"
-#include "distributed/watchdog.h"
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/watchdog.h>
 #include "tests/distributed/mpi_testing.h"
 
 using namespace hddp;

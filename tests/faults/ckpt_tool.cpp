@@ -14,8 +14,8 @@
 #include <iterator>
 #include <string>
 
-#include "core/checkpoint.h"
-#include "core/serialize.h"
+#include <hddp/core/checkpoint.h>
+#include <hddp/core/serialize.h>
 
 namespace {
 

@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/rng.h"
-#include "core/serialize.h"
-#include "kernels/check.h"
+#include <hddp/core/checkpoint.h>
+#include <hddp/core/model.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/serialize.h>
+#include <hddp/kernels/check.h>
 #include "poly_train/options.h"
 #include "tests/common/testing.h"
 

@@ -1,9 +1,9 @@
 // Uses the installed headers and libraries exactly as a downstream project would.
 #include <cstdio>
 
-#include "core/model.h"
-#include "core/rng.h"
-#include "kernels/gemm.h"
+#include <hddp/core/model.h>
+#include <hddp/core/rng.h>
+#include <hddp/kernels/gemm.h>
 
 int main() {
   const float A[4] = {1, 2, 3, 4}, B[4] = {5, 6, 7, 8};

@@ -2,9 +2,9 @@
 // initialisation needed), and an MPI singleton's environment.
 #include <cstdio>
 
-#include "distributed/bucket_plan.h"
-#include "distributed/ddp.h"
-#include "distributed/mpi_env.h"
+#include <hddp/distributed/bucket_plan.h>
+#include <hddp/distributed/ddp.h>
+#include <hddp/distributed/mpi_env.h>
 
 int main(int argc, char** argv) {
   const hddp::Shard s = hddp::shard_of(10, 1, 3);  // rows 4..6 of 10 over 3 ranks

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/gemm.h"
+#include <hddp/kernels/gemm.h>
 
 namespace hddp::test {
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu_isa.h"
-#include "kernels/elementwise.h"
-#include "kernels/elementwise_isa.h"
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/elementwise.h>
+#include <hddp/kernels/elementwise_isa.h>
 
 using namespace hddp;
 

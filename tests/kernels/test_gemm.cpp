@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "gemm_oracle.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 using namespace hddp;
 using hddp::test::GemmCase;

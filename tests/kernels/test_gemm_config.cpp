@@ -6,8 +6,8 @@
 #include <string>
 #include <tuple>
 
-#include "kernels/gemm_blocking.h"
-#include "kernels/gemm_config.h"
+#include <hddp/kernels/gemm_blocking.h>
+#include <hddp/kernels/gemm_config.h>
 
 using namespace hddp::detail;
 

@@ -4,9 +4,9 @@
 
 #include <cstdlib>
 
-#include "kernels/gemm.h"
-#include "kernels/gemm_config.h"
-#include "kernels/gemm_ukernel.h"
+#include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_config.h>
+#include <hddp/kernels/gemm_ukernel.h>
 
 TEST(GemmEnv, UnknownBackendIsAnError) {
   ASSERT_EQ(0, setenv("HDDP_GEMM", "cublas", 1));

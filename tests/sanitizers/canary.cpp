@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/mpi_env.h"
+#include <hddp/distributed/mpi_env.h>
 
 namespace {
 volatile int sink = 0;  // keeps the faults from being optimised away
