@@ -1,5 +1,7 @@
 #include <hddp/core/optim.h>
 
+#include <cmath>
+
 #include <hddp/kernels/check.h>
 
 namespace hddp {
@@ -10,6 +12,18 @@ void validate(const AdamHyper& h) {
   HDDP_CHECK_ARG(h.beta2 >= 0 && h.beta2 < 1, "Adam: beta2 must be in [0, 1), got " << h.beta2);
   HDDP_CHECK_ARG(h.eps >= 0, "Adam: eps must be >= 0, got " << h.eps);
   HDDP_CHECK_ARG(h.weight_decay >= 0, "Adam: weight_decay must be >= 0, got " << h.weight_decay);
+}
+
+void validate(const AdamWHyper& h) {
+  HDDP_CHECK_ARG(h.lr > 0 && std::isfinite(h.lr), "AdamW: lr must be finite and > 0, got " << h.lr);
+  HDDP_CHECK_ARG(h.beta1 >= 0 && h.beta1 < 1, "AdamW: beta1 must be in [0, 1), got " << h.beta1);
+  HDDP_CHECK_ARG(h.beta2 >= 0 && h.beta2 < 1, "AdamW: beta2 must be in [0, 1), got " << h.beta2);
+  HDDP_CHECK_ARG(h.eps >= 0 && std::isfinite(h.eps), "AdamW: eps must be finite and >= 0, got " << h.eps);
+  HDDP_CHECK_ARG(h.weight_decay >= 0 && std::isfinite(h.weight_decay),
+                 "AdamW: weight_decay must be finite and >= 0, got " << h.weight_decay);
+  HDDP_CHECK_ARG(h.lr * h.weight_decay < 1, "AdamW: lr * weight_decay must be < 1 (the parameters are multiplied by "
+                                                "1 - lr * weight_decay), got lr "
+                                                << h.lr << " and weight_decay " << h.weight_decay);
 }
 
 void validate(const SgdHyper& h) {
@@ -60,6 +74,29 @@ void Adam<T>::set_lr(double lr) {
 }
 
 template <class T>
+AdamW<T>::AdamW(int64_t n, const AdamWHyper& h) : Optimizer<T>(n), h_(h), m_(size_t(n), T(0)), v_(size_t(n), T(0)) {
+  validate(h_);
+}
+
+template <class T>
+void AdamW<T>::step(T* params, const T* grads) {
+  adamw_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
+}
+
+template <class T>
+std::vector<StateBuffer<T>> AdamW<T>::state() {
+  return {{"exp_avg", m_.data(), this->n_}, {"exp_avg_sq", v_.data(), this->n_}};
+}
+
+template <class T>
+void AdamW<T>::set_lr(double lr) {
+  AdamWHyper h = h_;
+  h.lr = lr;
+  validate(h);
+  h_ = h;
+}
+
+template <class T>
 SGD<T>::SGD(int64_t n, const SgdHyper& h) : Optimizer<T>(n), h_(h) {
   validate(h_);
   if (h_.momentum > 0) buf_.assign(size_t(n), T(0));
@@ -84,11 +121,28 @@ void SGD<T>::set_lr(double lr) {
   h_ = h;
 }
 
+template <class T>
+double clip_grad_norm(int64_t n, T* grads, double max_norm) {
+  HDDP_CHECK_ARG(n >= 0, "clip_grad_norm: n must be >= 0, got " << n);
+  HDDP_CHECK_ARG(max_norm > 0 && std::isfinite(max_norm), "clip_grad_norm: max_norm must be finite and > 0, got "
+                                                              << max_norm);
+  const double total = std::sqrt(sum_sq(n, grads));
+  // PyTorch: clip_coef = max_norm / (total_norm + 1e-6) on T tensors, where a scalar over a
+  // tensor is tensor.reciprocal() * scalar; then clamp(max=1.0), which keeps NaN.
+  const T coef = T(max_norm) * (T(1) / (T(total) + T(1e-6)));
+  if (!(coef >= T(1))) scale(n, coef, grads);
+  return total;
+}
+
 template class Optimizer<float>;
 template class Optimizer<double>;
 template class Adam<float>;
 template class Adam<double>;
+template class AdamW<float>;
+template class AdamW<double>;
 template class SGD<float>;
 template class SGD<double>;
+template double clip_grad_norm<float>(int64_t, float*, double);
+template double clip_grad_norm<double>(int64_t, double*, double);
 
 }  // namespace hddp

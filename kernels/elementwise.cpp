@@ -114,6 +114,22 @@ double sum_sq_diff(int64_t n, const T* a, const T* b) {
 }
 
 template <class T>
+double sum_sq(int64_t n, const T* x) {
+  if (n < kParallelMin) return L<T>().sum_sq(n, x);
+  constexpr int64_t kChunk = 8192;  // as sum_sq_diff: fixed chunks, partial sums added in order
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(nchunks);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+    partial[c] = L<T>().sum_sq(hi - lo, x + lo);
+  }
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
+}
+
+template <class T>
 void scaled_diff(int64_t n, T s, const T* a, const T* b, T* out) {
   for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().scaled_diff(hi - lo, s, a + lo, b + lo, out + lo); });
 }
@@ -137,15 +153,32 @@ void scale(int64_t n, T a, T* x) {
   for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().scale(hi - lo, a, x + lo); });
 }
 
+namespace {
+// Adam's scalars in double, as PyTorch computes them in Python before the tensor ops (beta ** step
+// is C's pow, as std::pow), each rounded to T where the tensor op takes it. wd: Adam's L2 term;
+// decay: AdamW's factor 1 - lr * weight_decay.
+template <class T>
+detail::AdamScalars<T> adam_scalars(double lr, double beta1, double beta2, double eps, double wd, double decay,
+                                    int64_t step) {
+  const double bc1 = 1.0 - std::pow(beta1, double(step));
+  const double bc2 = 1.0 - std::pow(beta2, double(step));
+  return {T(beta1), T(beta2), T(1.0 - beta1), T(1.0 - beta2), T(eps), T(wd), T(lr / bc1), T(std::sqrt(bc2)), T(decay)};
+}
+}  // namespace
+
 template <class T>
 void adam_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, const AdamHyper& h) {
-  // Scalars in double, as PyTorch computes them in Python before the tensor ops.
-  const double bc1 = 1.0 - std::pow(h.beta1, double(step));
-  const double bc2 = 1.0 - std::pow(h.beta2, double(step));
-  const detail::AdamScalars<T> s{T(h.beta1),          T(h.beta2),   T(1.0 - h.beta1),   T(1.0 - h.beta2),
-                                 T(h.eps),            T(h.weight_decay), T(h.lr / bc1), T(std::sqrt(bc2))};
+  const auto s = adam_scalars<T>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1.0, step);
   for_range(n, n * 4, [&](int64_t lo, int64_t hi) {
     L<T>().adam(hi - lo, param + lo, grad + lo, m + lo, v + lo, s);
+  });
+}
+
+template <class T>
+void adamw_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, const AdamWHyper& h) {
+  const auto s = adam_scalars<T>(h.lr, h.beta1, h.beta2, h.eps, 0.0, 1.0 - h.lr * h.weight_decay, step);
+  for_range(n, n * 4, [&](int64_t lo, int64_t hi) {
+    L<T>().adamw(hi - lo, param + lo, grad + lo, m + lo, v + lo, s);
   });
 }
 
@@ -165,11 +198,13 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const 
   template void relu_forward<T>(int64_t, const T*, T*);                                  \
   template void relu_backward<T>(int64_t, const T*, const T*, T*);                       \
   template double sum_sq_diff<T>(int64_t, const T*, const T*);                           \
+  template double sum_sq<T>(int64_t, const T*);                                          \
   template void scaled_diff<T>(int64_t, T, const T*, const T*, T*);                      \
   template void axpy<T>(int64_t, T, const T*, T*);                                       \
   template void scale<T>(int64_t, T, T*);                                                \
   template bool all_finite<T>(int64_t, const T*);                                        \
   template void adam_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamHyper&); \
+  template void adamw_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamWHyper&); \
   template void sgd_update<T>(int64_t, T*, const T*, T*, int64_t, const SgdHyper&);
 HDDP_INSTANTIATE(float)
 HDDP_INSTANTIATE(double)

@@ -46,6 +46,11 @@ void relu_backward(int64_t n, const T* y, const T* dy, T* dx);
 template <class T>
 double sum_sq_diff(int64_t n, const T* a, const T* b);
 
+// Sum of x[i]^2, accumulated in double, in the order of sum_sq_diff (independent of the thread
+// count). The squared 2-norm of gradients for clip_grad_norm (core/optim.h).
+template <class T>
+double sum_sq(int64_t n, const T* x);
+
 // out = s * (a - b); out may alias a or b. (The MSE gradient with s = 2/n.)
 template <class T>
 void scaled_diff(int64_t n, T s, const T* a, const T* b, T* out);
@@ -63,17 +68,32 @@ void axpy(int64_t n, T a, const T* x, T* y);
 template <class T>
 void scale(int64_t n, T a, T* x);
 
-// Adam step over a flat array, PyTorch's torch.optim.Adam (amsgrad=False, maximize=False):
+// Adam step over a flat array, PyTorch 1.13's torch.optim.Adam (amsgrad=False, maximize=False,
+// foreach=False):
 //   g = grad + weight_decay * param
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g * g
 //   param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// step is t, counted from 1.
+// step is t, counted from 1. The scalars in double (as PyTorch's Python computes them), rounded
+// to T; each tensor op rounded to T in PyTorch's order, with the fused multiply-adds of its
+// AVX2/AVX-512 CPU kernels (elementwise_loops.h lists them): the same bits as PyTorch for
+// float32 and float64 (tests/core/test_optim.cpp, OptimBits).
 struct AdamHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };
 template <class T>
 void adam_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, const AdamHyper& h);
+
+// AdamW step, PyTorch 1.13's torch.optim.AdamW (amsgrad=False, maximize=False, foreach=False):
+// decoupled weight decay (Loshchilov & Hutter, "Decoupled Weight Decay Regularization", 2019),
+//   param *= 1 - lr * weight_decay
+// then Adam's update above with g = grad (no weight-decay term in the gradient). Same
+// rounding as adam_update: PyTorch's bits.
+struct AdamWHyper {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+};
+template <class T>
+void adamw_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, const AdamWHyper& h);
 
 // SGD step, PyTorch's torch.optim.SGD (dampening 0):
 //   g = grad + weight_decay * param

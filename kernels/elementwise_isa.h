@@ -8,7 +8,9 @@
 //   elementwise_avx2.cpp      AVX2 + FMA
 //   elementwise_avx512.cpp    AVX-512F
 // Every float loop gives the same bits in every set: no FMA contraction (-ffp-contract=off),
-// sums in a fixed order whatever the vector width, tanh computed in double by plain operations
+// only the explicit std::fma of the Adam updates (correctly rounded, hence the same everywhere:
+// a vector instruction in the AVX2 and AVX-512 sets, a libm call in the portable one), sums in
+// a fixed order whatever the vector width, tanh computed in double by plain operations
 // (0.5 ulp). tanh of doubles is SLEEF's vector tanh (1.0 ulp, the _u10 functions) at the set's
 // width, whose last bit may differ between sets.
 #include <cstdint>
@@ -16,10 +18,11 @@
 
 namespace hddp::detail {
 
-// Adam's per-step scalars (elementwise.h gives the formula), in T.
+// Adam's and AdamW's per-step scalars (elementwise.h gives the formulas), in T. wd: Adam's
+// L2 term (grad + wd * param); decay: AdamW's factor 1 - lr * weight_decay on the parameters.
 template <class T>
 struct AdamScalars {
-  T b1, b2, one_b1, one_b2, eps, wd, step_size, bc2_sqrt;
+  T b1, b2, one_b1, one_b2, eps, wd, step_size, bc2_sqrt, decay;
 };
 
 // SGD's scalars; first: the first step (buf = g).
@@ -40,11 +43,14 @@ struct EltLoops {
   void (*col_sums)(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumulate);
   // Sum of (a - b)^2 in double: eight running sums (lane i % 8), added pairwise at the end.
   double (*sum_sq_diff)(int64_t n, const T* a, const T* b);
+  // Sum of x^2 in double, the same eight lanes.
+  double (*sum_sq)(int64_t n, const T* x);
   void (*scaled_diff)(int64_t n, T s, const T* a, const T* b, T* out);
   void (*axpy)(int64_t n, T a, const T* x, T* y);
   void (*scale)(int64_t n, T a, T* x);
   bool (*all_finite)(int64_t n, const T* x);
   void (*adam)(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s);
+  void (*adamw)(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s);
   void (*sgd)(int64_t n, T* param, const T* grad, T* buf, const SgdScalars<T>& s);
 };
 

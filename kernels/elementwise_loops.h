@@ -129,6 +129,23 @@ double sum_sq_diff_loop(int64_t n, const T* a, const T* b) {
 }
 
 template <class T>
+double sum_sq_loop(int64_t n, const T* x) {
+  constexpr int64_t L = 8;  // the lanes of sum_sq_diff_loop
+  double s[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int64_t l = 0; l < L; ++l) {
+      const double d = double(x[i + l]);
+      s[l] += d * d;
+    }
+  for (int64_t l = 0; i < n; ++i, ++l) {
+    const double d = double(x[i]);
+    s[l] += d * d;
+  }
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+template <class T>
 void scaled_diff_loop(int64_t n, T s, const T* a, const T* b, T* out) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = s * (a[i] - b[i]);
@@ -164,27 +181,48 @@ bool all_finite_loop(int64_t n, const T* x) {
   return m < kExponent;
 }
 
-// PyTorch's order of operations (see elementwise.h); weight decay as its own instantiation so
-// the loop has no branch.
-template <class T, bool kDecay>
+// PyTorch 1.13's single-tensor Adam and AdamW, one tensor op per line, as its CPU kernels
+// compute them (ATen's AVX2 and AVX-512 builds, which PyTorch runs on any CPU with AVX2):
+//   grad.add(param, alpha=wd)              fma(param, wd, grad)                 (Adam, wd != 0)
+//   param.mul_(1 - lr * wd)                param * decay                        (AdamW, wd != 0)
+//   exp_avg.mul_(b1).add_(g, alpha=1-b1)   fma(g, 1 - b1, m * b1)
+//   exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2)
+//                                          fma((1 - b2) * g, g, v * b2)
+//   denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+//   param.addcdiv_(exp_avg, denom, value=-step_size)
+//                                          param + (-step_size * m) / denom
+// ATen's add-with-alpha is an explicit fmadd and its addcmul is contracted to one; its DEFAULT
+// build (no FMA, ATEN_CPU_CAPABILITY=default) rounds the product first and differs in the last
+// bit. Every step is rounded to T; the fma's single rounding is the same in every set.
+// kDecay: Adam's L2 term; kDecoupled: AdamW's factor on the parameters. Separate instantiations
+// so that the loop has no branch.
+template <class T, bool kDecay, bool kDecoupled>
 void adam_loop_impl(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
   const T b1 = s.b1, b2 = s.b2, one_b1 = s.one_b1, one_b2 = s.one_b2, eps = s.eps, wd = s.wd;
-  const T step_size = s.step_size, bc2_sqrt = s.bc2_sqrt;
+  const T step_size = s.step_size, bc2_sqrt = s.bc2_sqrt, decay = s.decay;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const T g = kDecay ? grad[i] + wd * param[i] : grad[i];
-    const T mi = m[i] * b1 + one_b1 * g;
-    const T vi = v[i] * b2 + one_b2 * g * g;
+    const T p = kDecoupled ? param[i] * decay : param[i];
+    const T g = kDecay ? std::fma(p, wd, grad[i]) : grad[i];
+    const T mi = std::fma(g, one_b1, m[i] * b1);
+    const T vi = std::fma(one_b2 * g, g, v[i] * b2);
     m[i] = mi, v[i] = vi;
     const T denom = std::sqrt(vi) / bc2_sqrt + eps;
-    param[i] -= step_size * (mi / denom);
+    param[i] = p - (step_size * mi) / denom;  // p + (-s * m) / d: the same bits (rounding is symmetric)
   }
 }
 
 template <class T>
 void adam_loop(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
-  if (s.wd != T(0)) adam_loop_impl<T, true>(n, param, grad, m, v, s);
-  else adam_loop_impl<T, false>(n, param, grad, m, v, s);
+  if (s.wd != T(0)) adam_loop_impl<T, true, false>(n, param, grad, m, v, s);
+  else adam_loop_impl<T, false, false>(n, param, grad, m, v, s);
+}
+
+// decay = 1 exactly (weight_decay 0) leaves the parameters as they are: skip the multiply.
+template <class T>
+void adamw_loop(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
+  if (s.decay != T(1)) adam_loop_impl<T, false, true>(n, param, grad, m, v, s);
+  else adam_loop_impl<T, false, false>(n, param, grad, m, v, s);
 }
 
 template <class T, bool kDecay, bool kMomentum>
@@ -215,8 +253,9 @@ void sgd_loop(int64_t n, T* param, const T* grad, T* buf, const SgdScalars<T>& s
 template <class T>
 EltLoops<T> make_loops() {
   return {tanh_forward_loop<T>, tanh_backward_loop<T>, relu_forward_loop<T>, relu_backward_loop<T>,
-          add_bias_rows_loop<T>, col_sums_loop<T>, sum_sq_diff_loop<T>, scaled_diff_loop<T>,
-          axpy_loop<T>, scale_loop<T>, all_finite_loop<T>, adam_loop<T>, sgd_loop<T>};
+          add_bias_rows_loop<T>, col_sums_loop<T>, sum_sq_diff_loop<T>, sum_sq_loop<T>,
+          scaled_diff_loop<T>, axpy_loop<T>, scale_loop<T>, all_finite_loop<T>,
+          adam_loop<T>, adamw_loop<T>, sgd_loop<T>};
 }
 
 EltKernels make_elt_kernels(const char* name) { return {name, make_loops<float>(), make_loops<double>()}; }

@@ -5,13 +5,15 @@
     /usr/bin/python3 tests/core/gen_optim_reference.py > tests/core/data/optim_reference.txt
 
 Problem: nn.Sequential(Linear(3, 4), Tanh(), Linear(4, 2)) with fixed weights, a fixed batch of
-5 inputs and targets, MSELoss (mean). For each case (optimizer settings x dtype) it records the
+5 inputs and targets, MSELoss (mean). Optimizers: Adam, SGD, AdamW (foreach=False). For each
+case (optimizer settings x dtype) it records the
 gradient at the initial weights, then for each step the loss before the step and all
 parameters after it. Parameters are flattened in hddp's arena order (0.weight, 0.bias,
 2.weight, 2.bias; row-major), which is also the state_dict order.
 
 Every input value is a multiple of 1/64, exact in float32 and float64, so both dtypes start
-from the same problem. The C++ test rebuilds it and must not need PyTorch.
+from the same problem. The C++ test rebuilds it and must not need PyTorch. The optimizers alone,
+to the bit: gen_optim_kit_reference.py.
 
 Output format (text, one record per line, whitespace-separated):
     torch <version>
@@ -37,6 +39,8 @@ CASES = [
     ("sgd", "sgd", dict(lr=0.1)),
     ("sgd_momentum_wd", "sgd", dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
     ("sgd_nesterov", "sgd", dict(lr=0.05, momentum=0.8, nesterov=True)),
+    ("adamw", "adamw", dict(lr=0.01)),  # AdamW's default weight_decay, 1e-2
+    ("adamw_strong", "adamw", dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.2)),
 ]
 
 
@@ -86,17 +90,19 @@ def main(out):
         for name, kind, kw in CASES:
             model = build(dtype)
             params = list(model.parameters())  # 0.weight, 0.bias, 2.weight, 2.bias
-            if kind == "adam":
-                opt = torch.optim.Adam(params, foreach=False, **kw)
+            wd = kw.get("weight_decay", 0.0)
+            if kind in ("adam", "adamw"):
+                opt = (torch.optim.Adam if kind == "adam" else torch.optim.AdamW)(params, foreach=False, **kw)
                 beta1, beta2 = kw.get("betas", (0.9, 0.999))
                 eps, mom, nest = kw.get("eps", 1e-8), 0.0, 0
+                wd = float(opt.param_groups[0]["weight_decay"])
             else:
                 opt = torch.optim.SGD(params, foreach=False, **kw)
                 beta1 = beta2 = eps = 0.0
                 mom, nest = kw.get("momentum", 0.0), int(kw.get("nesterov", False))
             out.write(
                 f"case {name} {dname} lr {kw['lr']!r} beta1 {beta1!r} beta2 {beta2!r} eps {eps!r} "
-                f"weight_decay {kw.get('weight_decay', 0.0)!r} momentum {mom!r} nesterov {nest} steps {STEPS}\n"
+                f"weight_decay {wd!r} momentum {mom!r} nesterov {nest} steps {STEPS}\n"
             )
             loss_fn = torch.nn.MSELoss()
             for step in range(1, STEPS + 1):

@@ -139,6 +139,40 @@ TYPED_TEST(Elementwise, AdamMatchesScalarFormula) {
     }
 }
 
+TYPED_TEST(Elementwise, AdamWMatchesScalarFormula) {
+  using T = TypeParam;
+  for (double wd : {0.0, 0.01, 0.5})
+    for (int64_t n : kSizes) {
+      auto p = randv<T>(n, 11), g = randv<T>(n, 12), m = randv<T>(n, 13), v = randv<T>(n, 14);
+      for (auto& x : v) x = std::fabs(x);
+      auto p2 = p, m2 = m, v2 = v;
+      AdamWHyper h;
+      h.lr = 0.01, h.weight_decay = wd;
+      adamw_update(n, p.data(), g.data(), m.data(), v.data(), 3, h);
+      const double bc1 = 1 - std::pow(0.9, 3), bc2 = 1 - std::pow(0.999, 3);
+      for (int64_t i = 0; i < n; ++i) {
+        const double gi = g[i];
+        const double mi = 0.9 * m2[i] + 0.1 * gi, vi = 0.999 * v2[i] + 0.001 * gi * gi;
+        const double pi = p2[i] * (1 - 0.01 * wd) - 0.01 / bc1 * mi / (std::sqrt(vi) / std::sqrt(bc2) + 1e-8);
+        ASSERT_NEAR(m[i], mi, 1e-6);
+        ASSERT_NEAR(v[i], vi, 1e-6);
+        ASSERT_NEAR(p[i], pi, 2e-6 * (1 + std::fabs(pi)));
+      }
+    }
+}
+
+TYPED_TEST(Elementwise, SumSq) {
+  using T = TypeParam;
+  for (int64_t n : kSizes) {
+    const auto x = randv<T>(n, n + 31), zero = std::vector<T>(x.size(), T(0));
+    long double ref = 0;
+    for (int64_t i = 0; i < n; ++i) ref += (long double)x[i] * x[i];
+    EXPECT_NEAR(sum_sq(n, x.data()), double(ref), 1e-12 * (1 + double(ref))) << n;
+    // The order of sum_sq_diff against zeros: the same bits.
+    EXPECT_EQ(sum_sq(n, x.data()), sum_sq_diff(n, x.data(), zero.data())) << n;
+  }
+}
+
 TYPED_TEST(Elementwise, SgdMomentumNesterov) {
   using T = TypeParam;
   for (bool nesterov : {false, true}) {
@@ -211,8 +245,9 @@ TYPED_TEST(Elementwise, TanhSpecialValues) {
 }
 
 // Every kernel set this CPU runs gives the bits of the portable set for every loop (no FMA
-// contraction; sums in a fixed lane order; tanh of floats by plain operations in double) but
-// the tanh of doubles (SLEEF's, per width), at sizes around each vector width.
+// contraction, only the Adam loops' explicit std::fma, correctly rounded everywhere; sums in a
+// fixed lane order; tanh of floats by plain operations in double) but the tanh of doubles
+// (SLEEF's, per width), at sizes around each vector width.
 TYPED_TEST(Elementwise, EverySetGivesThePortableBits) {
   using T = TypeParam;
   const detail::EltLoops<T>& ref = detail::loops<T>(detail::portable_elementwise());
@@ -239,10 +274,20 @@ TYPED_TEST(Elementwise, EverySetGivesThePortableBits) {
       ref.scaled_diff(n, T(0.3), a.data(), b.data(), r1.data()), got.scaled_diff(n, T(0.3), a.data(), b.data(), r2.data());
       EXPECT_TRUE(bits(r1, r2)) << name << " scaled_diff n " << n;
       EXPECT_EQ(ref.sum_sq_diff(n, a.data(), b.data()), got.sum_sq_diff(n, a.data(), b.data())) << name << " n " << n;
-      const detail::AdamScalars<T> as{T(0.9), T(0.999), T(0.1), T(0.001), T(1e-8), T(0.01), T(0.003), T(0.05)};
+      EXPECT_EQ(ref.sum_sq(n, a.data()), got.sum_sq(n, a.data())) << name << " sum_sq n " << n;
+      const detail::AdamScalars<T> as{T(0.9), T(0.999), T(0.1), T(0.001), T(1e-8), T(0.01), T(0.003), T(0.05), T(0.999)};
       auto p1 = a, p2 = a, m1 = b, m2 = b, v1 = v, v2 = v;
       ref.adam(n, p1.data(), g.data(), m1.data(), v1.data(), as), got.adam(n, p2.data(), g.data(), m2.data(), v2.data(), as);
       EXPECT_TRUE(bits(p1, p2) && bits(m1, m2) && bits(v1, v2)) << name << " adam n " << n;
+      // AdamW: with and without the decay factor (1 skips the multiply).
+      for (T decay : {T(0.999), T(1)}) {
+        detail::AdamScalars<T> ws = as;
+        ws.wd = T(0), ws.decay = decay;
+        p1 = a, p2 = a, m1 = b, m2 = b, v1 = v, v2 = v;
+        ref.adamw(n, p1.data(), g.data(), m1.data(), v1.data(), ws);
+        got.adamw(n, p2.data(), g.data(), m2.data(), v2.data(), ws);
+        EXPECT_TRUE(bits(p1, p2) && bits(m1, m2) && bits(v1, v2)) << name << " adamw decay " << decay << " n " << n;
+      }
       const detail::SgdScalars<T> ss{T(0.1), T(0.9), T(0.001), false, true};
       p1 = a, p2 = a, m1 = b, m2 = b;
       ref.sgd(n, p1.data(), g.data(), m1.data(), ss), got.sgd(n, p2.data(), g.data(), m2.data(), ss);
@@ -264,15 +309,23 @@ TEST(ElementwiseThreads, IdenticalForOneAndTwoThreads) {
   omp_set_num_threads(1);
   col_sums(M, N, X.data(), N, s1.data(), false);
   tanh_forward(M * N, X.data(), t1.data());
-  const double q1 = sum_sq_diff(M * N, X.data(), Y.data());
+  const double q1 = sum_sq_diff(M * N, X.data(), Y.data()), r1 = sum_sq(M * N, X.data());
+  std::vector<float> p1 = Y, m1(M * N, 0.f), v1(M * N, 0.f);
+  adamw_update(M * N, p1.data(), X.data(), m1.data(), v1.data(), 1, AdamWHyper{});
   omp_set_num_threads(2);
   col_sums(M, N, X.data(), N, s2.data(), false);
   tanh_forward(M * N, X.data(), t2.data());
-  const double q2 = sum_sq_diff(M * N, X.data(), Y.data());
+  const double q2 = sum_sq_diff(M * N, X.data(), Y.data()), r2 = sum_sq(M * N, X.data());
+  std::vector<float> p2 = Y, m2(M * N, 0.f), v2(M * N, 0.f);
+  adamw_update(M * N, p2.data(), X.data(), m2.data(), v2.data(), 1, AdamWHyper{});
   omp_set_num_threads(saved);
   EXPECT_EQ(s1, s2);
   EXPECT_EQ(t1, t2);
   EXPECT_EQ(q1, q2);
+  EXPECT_EQ(r1, r2);
+  EXPECT_EQ(p1, p2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(v1, v2);
 }
 
 }  // namespace
