@@ -8,10 +8,10 @@
 //   elementwise_avx2.cpp      AVX2 + FMA
 //   elementwise_avx512.cpp    AVX-512F
 // Every float loop gives the same bits in every set: no FMA contraction (-ffp-contract=off),
-// only the explicit std::fma of the Adam updates (correctly rounded, hence the same everywhere:
-// a vector instruction in the AVX2 and AVX-512 sets, a libm call in the portable one), sums in
-// a fixed order whatever the vector width, tanh computed in double by plain operations
-// (0.5 ulp). tanh of doubles is SLEEF's vector tanh (1.0 ulp, the _u10 functions) at the set's
+// only the fused multiply-adds the Adam updates spell out (correctly rounded, hence the same
+// everywhere: an FMA instruction in the AVX2 and AVX-512 sets, an exact emulation for floats in
+// the portable one), sums in a fixed order whatever the vector width, tanh computed in double by
+// plain operations (0.5 ulp). tanh of doubles is SLEEF's vector tanh (1.0 ulp, the _u10 functions) at the set's
 // width, whose last bit may differ between sets.
 #include <cstdint>
 #include <string>
@@ -22,7 +22,8 @@ namespace hddp::detail {
 // L2 term (grad + wd * param); decay: AdamW's factor 1 - lr * weight_decay on the parameters.
 template <class T>
 struct AdamScalars {
-  T b1, b2, one_b1, one_b2, eps, wd, step_size, bc2_sqrt, decay;
+  T b1, b2, one_b1, one_b2, eps, wd, step_size, bc2_sqrt;
+  T decay = T(1);  // 1: no decoupled decay (Adam)
 };
 
 // SGD's scalars; first: the first step (buf = g).

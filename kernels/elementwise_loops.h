@@ -181,6 +181,40 @@ bool all_finite_loop(int64_t n, const T* x) {
   return m < kExponent;
 }
 
+// a * b + c rounded once, as std::fma, in every set: the Adam loops' fused multiply-adds. With
+// FMA instructions (the AVX2 and AVX-512 sets) it is one. Without (the portable set) std::fma is a
+// libm call per value (in software, with rounding-mode changes, on a CPU without FMA), so floats
+// take a route the compiler vectorises. The product of two floats is exact in double, so
+// a * b + c is one double rounding s of the exact x (TwoSum gives the error e = x - s exactly),
+// and the float nearest s is the float nearest x except where s lies exactly on a midpoint
+// between two floats while x does not (double rounding: s has 25 significant bits but is no
+// float). There s moves one ulp of double towards x: past the midpoint, nowhere near another.
+// Double operations and selects only: the vectoriser refuses integer ones next to floats.
+// Non-finite inputs: e is NaN, s stays. The cost: the portable Adam loop runs at about 5 GB/s
+// where it ran 36 rounding twice (bench_elementwise, one thread). Doubles keep std::fma there.
+template <class T>
+inline T fused_mul_add(T a, T b, T c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  if constexpr (sizeof(T) == 8) {
+    return std::fma(a, b, c);
+  } else {
+    const double p = double(a) * double(b), q = double(c);
+    const double s = p + q, bq = s - p;
+    const double e = (p - (s - bq)) + (q - bq);  // p + q = s + e exactly
+    const double split = s * 268435457.0;        // 2^28 + 1: Veltkamp's split,
+    const double hi = split - (split - s);       // s rounded to 25 bits
+    // One ulp towards x: |s| 2^-53 is more than half an ulp of s (not a power of two here).
+    const double toward = (e > 0.0) == (s > 0.0) ? s * 0x1p-53 : -(s * 0x1p-53);
+    // Inexact, 25 bits, not a float: a midpoint. One condition, no bool variable: GCC 12 does not
+    // vectorise the loop otherwise. s + -0 is s, -0 included.
+    const double nudge = ((e < 0.0 || e > 0.0) && hi == s && double(float(s)) != s) ? toward : -0.0;
+    return float(s + nudge);
+  }
+#endif
+}
+
 // PyTorch 1.13's single-tensor Adam and AdamW, one tensor op per line, as its CPU kernels
 // compute them (ATen's AVX2 and AVX-512 builds, which PyTorch runs on any CPU with AVX2):
 //   grad.add(param, alpha=wd)              fma(param, wd, grad)                 (Adam, wd != 0)
@@ -193,7 +227,7 @@ bool all_finite_loop(int64_t n, const T* x) {
 //                                          param + (-step_size * m) / denom
 // ATen's add-with-alpha is an explicit fmadd and its addcmul is contracted to one; its DEFAULT
 // build (no FMA, ATEN_CPU_CAPABILITY=default) rounds the product first and differs in the last
-// bit. Every step is rounded to T; the fma's single rounding is the same in every set.
+// bit. Every step is rounded to T; fused_mul_add's single rounding is the same in every set.
 // kDecay: Adam's L2 term; kDecoupled: AdamW's factor on the parameters. Separate instantiations
 // so that the loop has no branch.
 template <class T, bool kDecay, bool kDecoupled>
@@ -203,9 +237,9 @@ void adam_loop_impl(int64_t n, T* param, const T* grad, T* m, T* v, const AdamSc
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const T p = kDecoupled ? param[i] * decay : param[i];
-    const T g = kDecay ? std::fma(p, wd, grad[i]) : grad[i];
-    const T mi = std::fma(g, one_b1, m[i] * b1);
-    const T vi = std::fma(one_b2 * g, g, v[i] * b2);
+    const T g = kDecay ? fused_mul_add(p, wd, grad[i]) : grad[i];
+    const T mi = fused_mul_add(g, one_b1, m[i] * b1);
+    const T vi = fused_mul_add(one_b2 * g, g, v[i] * b2);
     m[i] = mi, v[i] = vi;
     const T denom = std::sqrt(vi) / bc2_sqrt + eps;
     param[i] = p - (step_size * mi) / denom;  // p + (-s * m) / d: the same bits (rounding is symmetric)

@@ -245,7 +245,7 @@ TYPED_TEST(Elementwise, TanhSpecialValues) {
 }
 
 // Every kernel set this CPU runs gives the bits of the portable set for every loop (no FMA
-// contraction, only the Adam loops' explicit std::fma, correctly rounded everywhere; sums in a
+// contraction, only the Adam loops' fused multiply-adds, correctly rounded everywhere; sums in a
 // fixed lane order; tanh of floats by plain operations in double) but the tanh of doubles
 // (SLEEF's, per width), at sizes around each vector width.
 TYPED_TEST(Elementwise, EverySetGivesThePortableBits) {
@@ -297,6 +297,50 @@ TYPED_TEST(Elementwise, EverySetGivesThePortableBits) {
       ref.col_sums(rows, cols, a.data(), cols, c1.data(), false), got.col_sums(rows, cols, a.data(), cols, c2.data(), false);
       EXPECT_TRUE(bits(c1, c2)) << name << " col_sums n " << n;
     }
+  }
+}
+
+// The Adam loops' fused multiply-add, m = fma(g, 1 - beta1, m * beta1), is std::fma's correctly
+// rounded result in every set (the portable set emulates it for floats through double rounded
+// to odd): with beta1 = 1 the loop returns fma(g, b, m). First the cases where rounding the exact
+// sum to double first and then to float goes wrong: 1 + 2^-24 + 2^-60 (just above the midpoint
+// between 1 and 1 + 2^-23: rounds up) and its mirror, the exact midpoint (ties to even), just
+// below it; then random triples over wide exponent ranges, subnormal and zero results included.
+TEST(ElementwiseFma, AdamLoopsRoundLikeStdFmaInEverySet) {
+  struct Triple {
+    float a, b, c;
+  };
+  const float a = 1.f + 0x1p-12f, b = 0x1p-24f - 4095 * 0x1p-48f;  // a * b = 2^-24 (1 + 2^-36)
+  std::vector<Triple> t = {{a, b, 1.f},   {-a, b, -1.f}, {1.f, 0x1p-24f, 1.f}, {1.f, 0x1p-24f - 0x1p-48f, 1.f},
+                           {a, -b, -1.f}, {0.f, b, -0.f}, {3.f, 0x1p-149f, 0x1p-149f}};
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 1 << 16; ++i) {
+    auto draw = [&](int lo, int hi) {
+      const double m = double(rng() >> 11) * 0x1p-53 * 2 - 1;
+      return float(std::ldexp(m, int(rng() % uint64_t(hi - lo + 1)) + lo));
+    };
+    const float x = draw(-60, 20), y = draw(-60, 20);
+    // c near x * y half the time: cancellation, the hard case
+    const float z = (i & 1) ? -float(double(x) * y) * (1.f + draw(-30, -10)) : draw(-140, 40);
+    t.push_back({x, y, z});
+  }
+  ASSERT_EQ(std::fma(a, b, 1.f), 1.f + 0x1p-23f);
+  ASSERT_NE(float(double(a) * double(b) + 1.0), 1.f + 0x1p-23f);  // the trap the emulation avoids
+  for (const char* name : {"portable", "avx2", "avx512"}) {
+    const detail::EltKernels* k = detail::elementwise_by_name(name);
+    if (!k) continue;
+    int64_t bad = 0;
+    for (const Triple& tr : t) {
+      // One value per call: b is the loop's scalar 1 - beta1.
+      float p = 0, g = tr.a, m = tr.c, v = 1;
+      const detail::AdamScalars<float> s{1.f, 1.f, tr.b, 0.f, 1.f, 0.f, 0.f, 1.f};
+      k->s.adam(1, &p, &g, &m, &v, s);
+      const float want = std::fma(tr.a, tr.b, tr.c);
+      if (std::memcmp(&m, &want, sizeof m) != 0 && ++bad <= 5)
+        ADD_FAILURE() << name << ": fma(" << tr.a << ", " << tr.b << ", " << tr.c << ") = " << want << ", the loop "
+                      << m;
+    }
+    EXPECT_EQ(bad, 0) << name;
   }
 }
 
