@@ -11,8 +11,8 @@
 // only the fused multiply-adds the Adam updates spell out (correctly rounded, hence the same
 // everywhere: an FMA instruction in the AVX2 and AVX-512 sets, an exact emulation for floats in
 // the portable one), sums in a fixed order whatever the vector width, tanh computed in double by
-// plain operations (0.5 ulp). tanh of doubles is SLEEF's vector tanh (1.0 ulp, the _u10 functions) at the set's
-// width, whose last bit may differ between sets.
+// plain operations (0.5 ulp). tanh of doubles is SLEEF's vector tanh (1.0 ulp, the _u10
+// functions) at the set's width, whose last bit may differ between sets.
 #include <cstdint>
 #include <string>
 

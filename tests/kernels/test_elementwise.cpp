@@ -301,8 +301,8 @@ TYPED_TEST(Elementwise, EverySetGivesThePortableBits) {
 }
 
 // The Adam loops' fused multiply-add, m = fma(g, 1 - beta1, m * beta1), is std::fma's correctly
-// rounded result in every set (the portable set emulates it for floats through double rounded
-// to odd): with beta1 = 1 the loop returns fma(g, b, m). First the cases where rounding the exact
+// rounded result in every set (the portable set emulates it for floats in double, moving a
+// double-rounding midpoint towards the exact sum): with beta1 = 1 the loop returns fma(g, b, m). First the cases where rounding the exact
 // sum to double first and then to float goes wrong: 1 + 2^-24 + 2^-60 (just above the midpoint
 // between 1 and 1 + 2^-23: rounds up) and its mirror, the exact midpoint (ties to even), just
 // below it; then random triples over wide exponent ranges, subnormal and zero results included.
