@@ -90,11 +90,4 @@ void DistributedModel::backward_from(const float* dY) {
   backward_with([&] { model().backward_from(dY); });
 }
 
-Shard shard_of(int64_t global, int rank, int size) {
-  HDDP_CHECK_ARG(size > 0 && rank >= 0 && rank < size, "shard_of: rank " << rank << " of " << size);
-  HDDP_CHECK_ARG(global >= 0, "shard_of: global batch must be >= 0, got " << global);
-  const int64_t base = global / size, extra = global % size;
-  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
-}
-
 }  // namespace hddp

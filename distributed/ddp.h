@@ -1,6 +1,6 @@
 #pragma once
-// Data-parallel glue: a Sequential model whose backward feeds a Reducer, and the sharding of
-// a global batch over ranks.
+// Data-parallel glue: a Sequential model whose backward feeds a Reducer. The sharding of a
+// global batch over ranks (shard_of) is in data/sampler.h.
 #include <mpi.h>
 
 #include <memory>
@@ -67,14 +67,5 @@ class DistributedModel {
   int64_t ready_from_ = 0;      // grads [ready_from_, num_params) are final in this backward
   int64_t non_finite_at_ = -1;
 };
-
-// Rows [begin, begin + count) of a global batch of `global` rows that rank `rank` of `size`
-// takes: contiguous shards whose sizes differ by at most one (the first global % size ranks
-// take one more). Averaging gradients over ranks equals the global mean only when every shard
-// has the same size, i.e. when size divides global.
-struct Shard {
-  int64_t begin = 0, count = 0;
-};
-Shard shard_of(int64_t global, int rank, int size);
 
 }  // namespace hddp

@@ -13,7 +13,9 @@ PKGS=(
   nlohmann-json3-dev
   libcli11-dev
   libsleef-dev    # kernels/elementwise_*.cpp: vector tanh at each instruction set's width
-  zlib1g-dev      # core/idx.cpp: gzip'd IDX files
+  zlib1g-dev      # data/idx.cpp: gzip'd IDX files
+  libcsv-dev      # data/csv.cpp: the CSV parser
+  python3-numpy   # tests/data/gen_npy_fixtures.py: .npy files written by numpy
   dataset-fashion-mnist  # drivers/mnist_train's data (/usr/share/datasets/fashion-mnist)
   libsimgrid-dev   # bench/at_scale: SimGrid SMPI (smpicxx, smpirun) for the at-scale allreduce tables
   poppler-utils

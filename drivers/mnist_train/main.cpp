@@ -34,6 +34,7 @@
 #include <hddp/core/rng.h>
 #include <hddp/core/safetensors.h>
 #include <hddp/core/util.h>
+#include <hddp/data/sampler.h>
 #include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
 #include <hddp/distributed/reducer.h>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <hddp/core/rng.h>
-#include <hddp/distributed/ddp.h>
+#include <hddp/data/sampler.h>
 #include "poly_train/options.h"
 #include "poly_train/problem.h"
 

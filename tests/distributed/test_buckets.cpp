@@ -1,8 +1,8 @@
 // Bucket assignment: a pure function, tested without MPI.
 #include <gtest/gtest.h>
 
+#include <hddp/data/sampler.h>
 #include <hddp/distributed/buckets.h>
-#include <hddp/distributed/ddp.h>
 
 using namespace hddp;
 

@@ -11,6 +11,7 @@
 
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
+#include <hddp/data/sampler.h>
 #include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
 #include "tests/distributed/mpi_testing.h"

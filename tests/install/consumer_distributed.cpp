@@ -2,8 +2,8 @@
 // initialisation needed), and an MPI singleton's environment.
 #include <cstdio>
 
+#include <hddp/data/sampler.h>
 #include <hddp/distributed/bucket_plan.h>
-#include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
 
 int main(int argc, char** argv) {

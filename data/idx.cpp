@@ -1,12 +1,14 @@
-#include <hddp/core/idx.h>
+#include <hddp/data/idx.h>
 
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
 
 namespace hddp {
@@ -77,5 +79,53 @@ std::string read_maybe_gzip(const std::string& path) {
 }
 
 IdxArray read_idx(const std::string& path) { return parse_idx(read_maybe_gzip(path), path); }
+
+Dataset read_idx_dataset(const std::string& images_path, const std::string& labels_path) {
+  IdxArray im = read_idx(images_path);
+  const IdxArray lb = read_idx(labels_path);
+  HDDP_CHECK(im.dims.size() == 3, images_path << ": images must have 3 dimensions (count, rows, columns), this file has "
+                                              << im.dims.size());
+  HDDP_CHECK(lb.dims.size() == 1, labels_path << ": labels must have 1 dimension, this file has " << lb.dims.size());
+  HDDP_CHECK(lb.dims[0] == im.dims[0], labels_path << ": " << lb.dims[0] << " labels for the " << im.dims[0]
+                                                   << " images of " << images_path);
+  Dataset d;
+  d.count = im.dims[0];
+  d.shape = {1, im.dims[1], im.dims[2]};
+  d.x_bytes = std::move(im.data);
+  d.labels.resize(size_t(d.count));
+  for (size_t i = 0; i < d.labels.size(); ++i) {
+    d.labels[i] = static_cast<unsigned char>(lb.data[i]);
+    d.num_classes = std::max(d.num_classes, d.labels[i] + 1);
+  }
+  return d;
+}
+
+namespace {
+
+// DIR/NAME.gz, else DIR/NAME.
+std::string find_mnist_file(const std::string& dir, const std::string& name) {
+  for (const std::string& p : {dir + "/" + name + ".gz", dir + "/" + name})
+    if (file_exists(p)) return p;
+  HDDP_CHECK(file_exists(dir), "read_mnist: no directory '" << dir << "'. Fashion-MNIST comes with the Debian package "
+                               "dataset-fashion-mnist (apt-get install dataset-fashion-mnist: " << kFashionMnistDir
+                               << "), or give a directory holding the four IDX files (mnist_train --data DIR)");
+  HDDP_CHECK(false, "read_mnist: no '" << name << ".gz' or '" << name << "' in '" << dir << "' (the four IDX files of "
+                    "Fashion-MNIST or MNIST: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-...)");
+}
+
+}  // namespace
+
+Dataset read_mnist(const std::string& dir, const std::string& split) {
+  HDDP_CHECK_ARG(split == "train" || split == "test", "read_mnist: split '" << split << "' is not 'train' or 'test'");
+  const std::string prefix = split == "train" ? "train" : "t10k";
+  const std::string ipath = find_mnist_file(dir, prefix + "-images-idx3-ubyte");
+  const std::string lpath = find_mnist_file(dir, prefix + "-labels-idx1-ubyte");
+  Dataset d = read_idx_dataset(ipath, lpath);
+  constexpr int kClasses = 10;
+  for (size_t i = 0; i < d.labels.size(); ++i)
+    HDDP_CHECK(d.labels[i] < kClasses, lpath << ": label " << d.labels[i] << " of image " << i << " is outside [0, " << kClasses << ")");
+  d.num_classes = kClasses;
+  return d;
+}
 
 }  // namespace hddp

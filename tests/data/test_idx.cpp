@@ -1,5 +1,6 @@
-// IDX files: a round trip of generated arrays (plain and gzip'd through zlib), and every
-// malformed case named in the message. Files go to a scratch folder in the test's working
+// IDX files: a round trip of generated arrays (plain and gzip'd through zlib), every malformed
+// case named in the message, and the Dataset of an images file and a labels file (MNIST's
+// layout: read_idx_dataset, read_mnist). Files go to a scratch folder in the test's working
 // directory (the build tree), removed at the end.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -7,11 +8,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <hddp/core/idx.h>
 #include <hddp/core/util.h>
+#include <hddp/data/idx.h>
 #include <hddp/kernels/check.h>
 
 using namespace hddp;
@@ -103,6 +105,68 @@ TEST_F(Idx, BadFilesAreNamed) {
   for (size_t i = 12; i < gz.size() - 8; ++i) gz[i] = char(gz[i] ^ 0x5a);
   write_file_atomic(path("bad.gz"), gz);
   EXPECT_NE(error_of([&] { read_idx(path("bad.gz")); }).find("gzip"), std::string::npos);
+}
+
+TEST_F(Idx, DatasetOfImagesAndLabels) {
+  const std::vector<uint8_t> images = iota_bytes(5 * 2 * 3), labels = {3, 0, 7, 1, 3};
+  write_file_atomic(path("im"), idx_bytes({5, 2, 3}, images));
+  write_gzip(path("lb.gz"), idx_bytes({5}, labels));
+  const Dataset d = read_idx_dataset(path("im"), path("lb.gz"));
+  EXPECT_EQ(d.count, 5);
+  EXPECT_EQ(d.shape, (Shape{1, 2, 3}));
+  EXPECT_EQ(d.features(), 6);
+  EXPECT_EQ(d.x_bytes, std::string(images.begin(), images.end()));
+  EXPECT_TRUE(d.x.empty());
+  EXPECT_EQ(d.labels, (std::vector<int32_t>{3, 0, 7, 1, 3}));
+  EXPECT_EQ(d.num_classes, 8);
+  check(d, "idx");
+  std::vector<float> x(6);
+  int32_t l = -1;
+  const int64_t i = 2;
+  d.gather(&i, 1, x.data(), &l);
+  EXPECT_EQ(l, 7);
+  EXPECT_EQ(x[0], float(images[12]) * (1.0f / 255.0f));
+
+  write_file_atomic(path("flat"), idx_bytes({5, 6}, images));
+  write_file_atomic(path("lb4"), idx_bytes({4}, {1, 2, 3, 4}));
+  write_file_atomic(path("lb2d"), idx_bytes({5, 1}, {1, 2, 3, 4, 5}));
+  EXPECT_NE(error_of([&] { read_idx_dataset(path("flat"), path("lb.gz")); })
+                .find(path("flat") + ": images must have 3 dimensions (count, rows, columns), this file has 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx_dataset(path("im"), path("lb4")); }).find(path("lb4") + ": 4 labels for the 5 images of " + path("im")),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx_dataset(path("im"), path("lb2d")); }).find("labels must have 1 dimension, this file has 2"),
+            std::string::npos);
+}
+
+TEST_F(Idx, MnistSplits) {
+  // train: gzip'd (chosen over a plain file of the same name), 3 images; t10k: plain, 1 image.
+  write_gzip(path("train-images-idx3-ubyte.gz"), idx_bytes({3, 2, 2}, iota_bytes(12)));
+  write_file_atomic(path("train-images-idx3-ubyte"), "not read");
+  write_gzip(path("train-labels-idx1-ubyte.gz"), idx_bytes({3}, {9, 0, 4}));
+  write_file_atomic(path("t10k-images-idx3-ubyte"), idx_bytes({1, 2, 2}, {1, 2, 3, 4}));
+  write_file_atomic(path("t10k-labels-idx1-ubyte"), idx_bytes({1}, {2}));
+  const Dataset tr = read_mnist(dir.string(), "train"), te = read_mnist(dir.string(), "test");
+  EXPECT_EQ(tr.count, 3);
+  EXPECT_EQ(tr.shape, (Shape{1, 2, 2}));
+  EXPECT_EQ(tr.labels, (std::vector<int32_t>{9, 0, 4}));
+  EXPECT_EQ(tr.num_classes, 10);
+  EXPECT_EQ(te.count, 1);
+  EXPECT_EQ(te.x_bytes, std::string("\x01\x02\x03\x04"));
+  EXPECT_EQ(te.labels, (std::vector<int32_t>{2}));
+  EXPECT_EQ(te.num_classes, 10);  // MNIST's, not max + 1
+
+  EXPECT_THROW(read_mnist(dir.string(), "valid"), std::invalid_argument);
+  EXPECT_NE(error_of([&] { read_mnist(path("nowhere"), "train"); }).find("apt-get install dataset-fashion-mnist"),
+            std::string::npos);
+  std::filesystem::remove(path("t10k-labels-idx1-ubyte"));
+  EXPECT_NE(error_of([&] { read_mnist(dir.string(), "test"); })
+                .find("no 't10k-labels-idx1-ubyte.gz' or 't10k-labels-idx1-ubyte' in '" + dir.string() + "'"),
+            std::string::npos);
+  write_file_atomic(path("t10k-labels-idx1-ubyte"), idx_bytes({1}, {12}));
+  EXPECT_NE(error_of([&] { read_mnist(dir.string(), "test"); })
+                .find(path("t10k-labels-idx1-ubyte") + ": label 12 of image 0 is outside [0, 10)"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 // IDX files (the MNIST / Fashion-MNIST format, http://yann.lecun.com/exdb/mnist/): two zero
 // bytes, a type byte (0x08: unsigned byte, the only type read here), the number of dimensions,
 // then each dimension as a big-endian uint32, then the data in row-major order. The files may be
-// gzip'd; zlib reads both forms.
+// gzip'd; zlib reads both forms. read_idx_dataset and read_mnist make a Dataset of an images
+// file and its labels file (MNIST, Fashion-MNIST and others in the same layout).
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <hddp/data/dataset.h>
 
 namespace hddp {
 
@@ -28,5 +31,19 @@ std::string read_maybe_gzip(const std::string& path);
 
 // read_maybe_gzip then parse_idx.
 IdxArray read_idx(const std::string& path);
+
+// Images (count, rows, columns) and their labels (count): shape {1, rows, columns}, the pixels
+// kept as bytes (byte_scale 1/255), num_classes = max label + 1. Throws hddp::Error naming the
+// file: images that are not 3-dimensional, labels not 1-dimensional or not one per image.
+Dataset read_idx_dataset(const std::string& images_path, const std::string& labels_path);
+
+// Where Debian's dataset-fashion-mnist package puts Fashion-MNIST.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// One split of MNIST or Fashion-MNIST: split "train" or "test" reads
+// DIR/{train,t10k}-images-idx3-ubyte and -labels-idx1-ubyte, each NAME.gz if there, else NAME.
+// num_classes is 10. Throws hddp::Error naming the file: missing (a missing directory names the
+// Debian package dataset-fashion-mnist), malformed (as read_idx_dataset), a label outside [0, 10).
+Dataset read_mnist(const std::string& dir, const std::string& split);
 
 }  // namespace hddp
