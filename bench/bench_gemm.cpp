@@ -22,6 +22,7 @@
 
 #include "gemm_anchors.h"
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_backends.h>
 #include <hddp/kernels/gemm_ukernel.h>
 #include "peak.h"
 

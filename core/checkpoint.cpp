@@ -1,5 +1,7 @@
 #include <hddp/core/checkpoint.h>
+#include <hddp/core/util.h>
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -13,12 +15,6 @@ const std::string kPrefix = "ckpt.";
 const std::string kIdPrefix = "ckpt.id.";
 const std::string kRecPrefix = "ckpt.rec.";
 constexpr size_t kMaxIdName = 256;
-
-std::string f32_bytes(const std::vector<float>& v) {
-  std::string s(v.size() * sizeof(float), '\0');
-  if (!v.empty()) std::memcpy(s.data(), v.data(), s.size());
-  return s;
-}
 
 // One u64 entry; throws hddp::Error naming the file and key when missing or malformed.
 uint64_t get_u64(const Meta& meta, const std::string& path, const std::string& key) {
@@ -43,14 +39,12 @@ void save_checkpoint(const std::string& path, const ParamArena<float>& params, O
                      const TrainState& st) {
   HDDP_CHECK_ARG(st.world_size >= 1 && st.world_size <= kMaxWorldSize,
                  "save_checkpoint: world size " << st.world_size << " outside [1, " << kMaxWorldSize << "]");
-  HDDP_CHECK_ARG(st.epoch >= 0, "save_checkpoint: negative epoch " << st.epoch);
-  HDDP_CHECK_ARG(st.rng.size() == size_t(st.world_size),
+  HDDP_CHECK_ARG(st.step >= 0, "save_checkpoint: negative step " << st.step);
+  HDDP_CHECK_ARG(st.rng.empty() || st.rng.size() == size_t(st.world_size),
                  "save_checkpoint: " << st.rng.size() << " RNG states for " << st.world_size << " ranks");
-  HDDP_CHECK_ARG(st.losses.size() == size_t(st.world_size) * size_t(st.epoch),
-                 "save_checkpoint: " << st.losses.size() << " losses, expected " << st.world_size << " x " << st.epoch);
   Meta meta;
   meta["ckpt.version"] = encode_u64s({kCheckpointVersion});
-  meta["ckpt.epoch"] = encode_u64s({uint64_t(st.epoch)});
+  meta["ckpt.step"] = encode_u64s({uint64_t(st.step)});
   meta["ckpt.world_size"] = encode_u64s({uint64_t(st.world_size)});
   std::vector<uint64_t> rng;
   for (const Rng::State& s : st.rng) {
@@ -58,7 +52,6 @@ void save_checkpoint(const std::string& path, const ParamArena<float>& params, O
     rng.insert(rng.end(), s.begin(), s.end());
   }
   meta["ckpt.rng"] = encode_u64s(rng);
-  meta["ckpt.losses"] = f32_bytes(st.losses);
   for (const auto& [name, value] : st.identity) {
     HDDP_CHECK_ARG(!name.empty() && name.size() <= kMaxIdName, "save_checkpoint: identity name must have 1.."
                                                                     << kMaxIdName << " bytes");
@@ -86,27 +79,22 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   HDDP_CHECK(c.file.dtype == DType::Float32, "'" << path << "' holds " << to_string(c.file.dtype)
                                                  << " values; training checkpoints are float32");
   TrainState& st = c.state;
-  const uint64_t epoch = get_u64(m, path, "ckpt.epoch"), world = get_u64(m, path, "ckpt.world_size");
+  const uint64_t step = get_u64(m, path, "ckpt.step"), world = get_u64(m, path, "ckpt.world_size");
   HDDP_CHECK(world >= 1 && world <= uint64_t(kMaxWorldSize),
              "'" << path << "': checkpoint world size " << world << " outside [1, " << kMaxWorldSize << "]");
+  HDDP_CHECK(step <= uint64_t(INT64_MAX), "'" << path << "': checkpoint step " << step << " is out of range");
   st.world_size = int(world);
+  st.step = int64_t(step);
   const std::string& rng = get_bytes(m, path, "ckpt.rng");
-  HDDP_CHECK(rng.size() == 32 * world, "'" << path << "': entry 'ckpt.rng' has " << rng.size() << " bytes, expected "
-                                           << 32 * world << " (4 u64 for each of " << world << " ranks)");
-  st.rng.resize(world);
-  for (uint64_t r = 0; r < world; ++r) {
+  HDDP_CHECK(rng.empty() || rng.size() == 32 * world, "'" << path << "': entry 'ckpt.rng' has " << rng.size()
+                                                           << " bytes, expected 0 or " << 32 * world << " (4 u64 for each of "
+                                                           << world << " ranks)");
+  st.rng.resize(rng.size() / 32);
+  for (size_t r = 0; r < st.rng.size(); ++r) {
     std::memcpy(st.rng[r].data(), rng.data() + 32 * r, 32);
     const Rng::State& s = st.rng[r];
     HDDP_CHECK(s[0] | s[1] | s[2] | s[3], "'" << path << "': rank " << r << "'s RNG state is all zero (invalid)");
   }
-  // The losses: P * E floats. Bound E by the bytes first so P * E * 4 cannot overflow.
-  const std::string& losses = get_bytes(m, path, "ckpt.losses");
-  HDDP_CHECK(epoch <= losses.size() / 4 / world && losses.size() == 4 * world * epoch,
-             "'" << path << "': entry 'ckpt.losses' has " << losses.size() << " bytes, expected " << world
-                 << " ranks x " << epoch << " epochs x 4");
-  st.epoch = int64_t(epoch);
-  st.losses.resize(losses.size() / 4);
-  if (!losses.empty()) std::memcpy(st.losses.data(), losses.data(), losses.size());
   for (const auto& [key, value] : m)
     if (key.compare(0, kIdPrefix.size(), kIdPrefix) == 0) {
       const std::string name = key.substr(kIdPrefix.size());

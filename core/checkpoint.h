@@ -9,31 +9,32 @@
 //   tensors   one per model parameter ("0.weight", "0.bias", ...; name and shape), then one
 //             "optim.<buffer>" (1 x n) per optimizer state buffer (Adam: exp_avg, exp_avg_sq;
 //             SGD with momentum: momentum_buffer)
-//   metadata  "hddp.optim.kind" (text: adam | sgd), "hddp.optim.steps" (u64: Adam's t)
+//   metadata  "hddp.optim.kind" (text: adam | adamw | sgd), "hddp.optim.steps" (u64: Adam's t)
 // plus these metadata entries (u64 values as encode_u64s: 8 bytes little-endian each):
 //   key              value
-//   ckpt.version     u64 = kCheckpointVersion (1): the layout of the ckpt.* entries below
-//   ckpt.epoch       u64 E: epochs completed; training continues with epoch E (0-based)
+//   ckpt.version     u64 = kCheckpointVersion (2): the layout of the ckpt.* entries below
+//   ckpt.step        u64 S: training steps completed; training continues with step S (0-based).
+//                    The program says what a step is (poly_train: an epoch; mnist_train: one
+//                    batch per rank).
 //   ckpt.world_size  u64 P in [1, kMaxWorldSize]: ranks of the run that wrote it
-//   ckpt.rng         4P u64: each rank's data-sampling Rng state (xoshiro256**, Rng::state()),
-//                    rank 0 first; never all zero
-//   ckpt.losses      P*E float32 little-endian: rank r's loss of epoch e at index r*E + e
-//                    (the loss history, so loss.csv after a resume is the whole run's)
-//   ckpt.id.<name>   text: the run's identity (model layers, optimizer and its settings,
-//                    function, sampling, batch size, seed; the driver chooses the names).
-//                    A resume must present exactly the same set, and the same P.
-//   ckpt.rec.<name>  bytes: the driver's own records (mnist_train: its metrics.csv so far);
+//   ckpt.rng         0 or 4P u64: each rank's RNG state (xoshiro256**, Rng::state()), rank 0
+//                    first, never all zero; empty when the program keeps no per-rank stream
+//   ckpt.id.<name>   text: the run's identity (model layers, optimizer and its settings, batch
+//                    size, seed, data...; the program chooses the names). A resume must present
+//                    exactly the same set, and the same P.
+//   ckpt.rec.<name>  bytes: the program's own records (a loss history, its metrics so far);
 //                    returned as they were saved, never compared.
 // Readers ignore other "ckpt." keys, so a later version can add entries; a change to the
-// meaning of these is a new ckpt.version, which this build refuses.
+// meaning of these is a new ckpt.version, which this build refuses (version 1, which stored
+// epochs and a loss history of its own, included).
 //
 // Errors: read_checkpoint, parse_checkpoint and restore_checkpoint throw hddp::Error (kernels/check.h) naming
-// the file and the problem, for any file that is not a well-formed version-1 checkpoint: not
+// the file and the problem, for any file that is not a well-formed version-2 checkpoint: not
 // an .hddp file, truncated, trailing bytes, checksum mismatch, unknown file or checkpoint
 // version, missing or malformed ckpt.* entries, parameters or optimizer state that do not
 // match the model. They never write the file, and restore_checkpoint changes nothing unless
 // everything matches. These two functions throw nothing else for any file contents
-// (tests/faults/test_fuzz.cpp feeds them thousands of mutated files).
+// (a fuzz test feeds them thousands of mutated files).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -46,15 +47,14 @@
 
 namespace hddp {
 
-inline constexpr uint64_t kCheckpointVersion = 1;
+inline constexpr uint64_t kCheckpointVersion = 2;
 inline constexpr int kMaxWorldSize = 1 << 20;
 
 // The training state a checkpoint holds besides parameters and optimizer state.
 struct TrainState {
-  int64_t epoch = 0;                             // epochs completed
+  int64_t step = 0;                              // steps completed
   int world_size = 1;                            // P
-  std::vector<Rng::State> rng;                   // P entries
-  std::vector<float> losses;                     // P * epoch, rank-major
+  std::vector<Rng::State> rng;                   // none, or P entries (rank r's at r)
   std::map<std::string, std::string> identity;  // name -> text (stored as ckpt.id.<name>)
   std::map<std::string, std::string> records;   // name -> bytes (stored as ckpt.rec.<name>)
 };

@@ -136,8 +136,7 @@ class SGD final : public Optimizer<T> {
 // Returns total_norm, before clipping. The coefficient is computed in T as PyTorch computes it
 // from its T-valued norm (T(max_norm) * (1 / (T(total_norm) + T(1e-6)))), so the clipped values
 // are PyTorch's whenever its norm rounds to the same T, else within 2 ulps of T (PyTorch sums in
-// T per tensor, in its own order: in float32 its norm can be an ulp off; tests/core/
-// test_optim.cpp, ClipGradNorm). A coefficient of 1 multiplies nothing (PyTorch multiplies
+// T per tensor, in its own order: in float32 its norm can be an ulp off). A coefficient of 1 multiplies nothing (PyTorch multiplies
 // anyway): it is 1 only when every gradient is finite, and x * 1 is x for every finite x, so the
 // bits are the same. A non-finite norm clips as in PyTorch (error_if_nonfinite=False): Inf gives
 // coefficient 0, NaN gives NaN gradients; check the gradients (all_finite) before stepping.

@@ -31,6 +31,15 @@ inline uint64_t splitmix64_next(uint64_t& x) {
   return z ^ (z >> 31);
 }
 
+// A seed derived from (seed, a, b), e.g. a rank and a step: SplitMix64 over the three in turn.
+// Different triples give unrelated seeds; no stream is jumped, so it costs the same at any step.
+inline uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) {
+  uint64_t x = seed;
+  x = splitmix64_next(x) ^ a;
+  x = splitmix64_next(x) ^ b;
+  return splitmix64_next(x);
+}
+
 class Rng {
  public:
   using State = std::array<uint64_t, 4>;

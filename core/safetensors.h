@@ -16,7 +16,7 @@
 // offsets that do not match the shape, overlap, leave gaps or run past the end. load_weights
 // throws hddp::Error for a missing, extra or differently shaped tensor or a dtype other than
 // F32, and changes nothing then. Nothing else is thrown for any file contents
-// (tests/faults/test_fuzz.cpp).
+// (a fuzz test checks it on thousands of mutated files).
 #include <cstdint>
 #include <map>
 #include <string>

@@ -31,7 +31,7 @@
 // the milestone, where SequentialLR restarts the main scheduler from its closed form. The two
 // agree up to the rounding the chain accumulates (a random walk of an ulp or two per step):
 // measured against PyTorch's trajectories, at most 4 ulps of double over 25 steps, 181 of 325
-// rates equal (tests/core/test_schedule.cpp). Cosine past T_max rises again, as PyTorch's does
+// rates equal. Cosine past T_max rises again, as PyTorch's does
 // (periodic in k, period 2 T_max); there PyTorch's chain restarts from its own (2k+1) T_max
 // formula, 34 ulps from the closed form. At k = T_max the rate is eta_min, which with
 // eta_min = 0 an optimizer refuses (lr must be > 0): parse_lr_schedule's T_max is the run's

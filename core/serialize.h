@@ -14,7 +14,7 @@
 //                 i64 rows, i64 cols
 //           ...   NM metadata entries: u32 key length, key bytes, u64 value length, value
 //                 bytes (opaque; see encode_u64s). Readers ignore keys they do not know, so
-//                 later issues add entries (epoch, RNG states, ...) without a new version.
+//                 later versions add entries (epoch, RNG states, ...) without a new version.
 //                 Keys in use: "hddp.optim.kind", "hddp.optim.steps" (save_state below);
 //                 "ckpt.*", a training checkpoint's state and run identity (core/checkpoint.h,
 //                 which versions its own entries with "ckpt.version").
@@ -34,7 +34,6 @@
 
 #include <hddp/core/arena.h>
 #include <hddp/core/optim.h>
-#include <hddp/core/util.h>  // fnv1a64: the format's checksum
 
 namespace hddp {
 

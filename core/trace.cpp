@@ -1,7 +1,6 @@
 #include <hddp/core/trace.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include <hddp/kernels/check.h>
@@ -37,13 +36,6 @@ std::string Trace::document(const std::vector<std::string>& bodies) {
     first = false;
   }
   return doc + "\n]}\n";
-}
-
-void Trace::write(const std::string& path) const {
-  std::ofstream f(path);
-  HDDP_CHECK(f, "cannot write trace file '" << path << "'");
-  f << document({events_json()});
-  HDDP_CHECK(f.good(), "error writing trace file '" << path << "'");
 }
 
 }  // namespace hddp

@@ -16,8 +16,6 @@ class Trace {
   // An event from t_begin to t_end on lane tid (0: compute, 1: communication, ...).
   void add(std::string name, const char* category, Clock::time_point t_begin,
            Clock::time_point t_end, int tid = 0);
-  // Writes {"traceEvents": [...]}; throws hddp::Error when the file cannot be written.
-  void write(const std::string& path) const;
   // The events as a JSON array body (no brackets), for merging several ranks' traces.
   std::string events_json() const;
   // One {"traceEvents": [...]} document from several events_json() bodies (one per rank; empty

@@ -4,9 +4,9 @@
 //
 // Why: a rank whose threads are pinned to cores another rank's threads are pinned to shares
 // those cores while Open MPI busy-polls; a step then becomes hundreds of times slower, with
-// nothing else to show for it (issue 17: two ranks per node with OMP_PLACES=cores
-// OMP_PROC_BIND=close and mpiexec --bind-to none: every rank's thread on core 0, 12 ms per step
-// instead of 75 us). The report says where every thread is; the warnings name the ranks and
+// nothing else to show for it (measured: two ranks per node with OMP_PLACES=cores
+// OMP_PROC_BIND=close and mpiexec --bind-to none put every rank's thread on core 0: 12 ms per
+// tutorial step instead of 75 us). The report says where every thread is; the warnings name the ranks and
 // the fix.
 //
 // sample_placement() and gather_placement() look at this process; placement_warnings() and

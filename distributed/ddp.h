@@ -47,6 +47,11 @@ class DistributedModel {
   Sequential<float>& model();
   Reducer& reducer() { return *reducer_; }
 
+  // Gradient accumulation (PyTorch DDP's no_sync): while on, backward only adds this rank's
+  // gradients into the arena, with no communication; the first backward with it off reduces
+  // the accumulated sum (call zero_grad only before the first of the accumulated passes).
+  void set_no_sync(bool on) { reducer_->set_no_sync(on); }
+
   // The non-finite check: with it on, each layer's own gradients (local, not yet averaged) are
   // checked for NaN/Inf as backward hands them to the reducer, before their bucket is launched.
   // non_finite_at(): the arena offset of the first non-finite gradient of the last backward

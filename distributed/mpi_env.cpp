@@ -100,15 +100,6 @@ Env::~Env() {
   if (!finalized) MPI_Finalize();
 }
 
-void print0(const Env& env, const char* fmt, ...) {
-  if (!env.root()) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vprintf(fmt, ap);
-  va_end(ap);
-  std::fflush(stdout);
-}
-
 void abort_all(int code, const std::string& what) {
   int initialized = 0, finalized = 0, rank = -1;
   MPI_Initialized(&initialized);

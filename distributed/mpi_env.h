@@ -63,10 +63,6 @@ class Env {
   std::string host_;
 };
 
-// Prints to stdout on rank 0 only (flushes, so lines of different ranks do not interleave
-// mid-line).
-void print0(const Env& env, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-
 // The error path of every driver: prints "[rank r] error: <what>" to stderr and ends every
 // rank with MPI_Abort(MPI_COMM_WORLD, code). Never returns. Safe before MPI_Init (exits).
 [[noreturn]] void abort_all(int code, const std::string& what);

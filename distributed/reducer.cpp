@@ -1,5 +1,8 @@
 #include <hddp/distributed/reducer.h>
 
+#include <hddp/distributed/nbc_algorithm.h>
+#include <hddp/distributed/reduction_op.h>
+
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -63,6 +66,19 @@ void mean_of_two(void* in, void* inout, int* len, MPI_Datatype*) {
 }
 
 }  // namespace
+
+MPI_Op make_reduction_op(int ranks) {
+  MPI_Op op = MPI_SUM;
+  if (ranks == 2) HDDP_MPI(MPI_Op_create(&mean_of_two, /*commute=*/1, &op));
+  return op;
+}
+
+void free_reduction_op(MPI_Op& op) {
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  if (op != MPI_SUM && !finalized) MPI_Op_free(&op);
+  op = MPI_SUM;
+}
 
 // ---- Progress engines: how in-flight buckets advance during backward ------------------------
 
@@ -178,16 +194,14 @@ Reducer::Reducer(MPI_Comm comm, float* grads, int64_t n, const std::vector<Param
     nbc_ = std::make_unique<NbcAlgorithm>();
     if (!nbc_->settable()) nbc_.reset();
   }
-  if (size_ == 2) HDDP_MPI(MPI_Op_create(&mean_of_two, /*commute=*/1, &op_));
+  op_ = make_reduction_op(size_);
   if (opt_.mode == ReduceMode::Test) engine_ = std::make_unique<TestEngine>(*this);
   if (opt_.mode == ReduceMode::Thread) engine_ = std::make_unique<ThreadEngine>(*this, opt_.progress_cpu);
 }
 
 Reducer::~Reducer() {
   engine_.reset();  // joins the progress thread before anything it reads goes
-  int finalized = 1;
-  MPI_Finalized(&finalized);
-  if (op_ != MPI_SUM && !finalized) MPI_Op_free(&op_);
+  free_reduction_op(op_);
 }
 
 void Reducer::begin_step() {

@@ -12,7 +12,7 @@
 // rank and broadcasts rank 0's parameters.
 //
 // Modes (ReduceMode): Open MPI's nonblocking collectives advance only inside MPI calls
-// (Debian's Open MPI has no asynchronous progress; see bench/RESULTS.md), so each overlapped
+// (Debian's Open MPI 4.1 has no asynchronous progress for them), so each overlapped
 // mode is a progress engine (reducer.cpp) that makes those calls:
 //   Blocking - no overlap: finish() runs one blocking MPI_Allreduce per bucket, in order.
 //   Test     - MPI_Test from the compute thread: between layers, and from inside long GEMMs
@@ -23,11 +23,11 @@
 //              mutex, so MPI_THREAD_SERIALIZED suffices.
 //   Default: Test. It gave the shortest 2-rank training step in most configurations measured
 //   and takes no core; the thread helps only with a core of its own (progress_cpu), which the
-//   2-core machine here could not give it (bench/RESULTS.md, "Allreduce and overlap").
+//   2-core machines measured could not give it.
 // Averaging: each bucket is summed by MPI, then multiplied by 1/P once complete. The sum is
 // the same on every rank, so parameters stay bitwise identical across ranks. With 2 ranks the
 // reduction op itself averages, (a + b) * 0.5 - bitwise the same result, without the extra
-// pass over the gradients, which cost 10-30 % of the allreduce here (bench/RESULTS.md).
+// pass over the gradients, which cost 10-30 % of the allreduce on a 2-core machine.
 #include <mpi.h>
 
 #include <chrono>
@@ -39,10 +39,11 @@
 
 #include <hddp/core/trace.h>
 #include <hddp/distributed/buckets.h>
-#include <hddp/distributed/nbc_algorithm.h>
 #include <hddp/distributed/watchdog.h>
 
 namespace hddp {
+
+class NbcAlgorithm;  // libnbc's algorithm, set through MPI_T (nbc_algorithm.h, internal)
 
 enum class ReduceMode { Blocking, Test, Thread };
 inline constexpr ReduceMode kReduceModes[] = {ReduceMode::Blocking, ReduceMode::Test, ReduceMode::Thread};
@@ -55,14 +56,15 @@ struct ReducerOptions {
   int64_t bucket_cap_bytes = int64_t(25) << 20;      // PyTorch's bucket_cap_mb = 25
   int64_t first_bucket_cap_bytes = int64_t(1) << 20;  // PyTorch's first bucket: 1 MiB
   ReduceMode mode = ReduceMode::Test;
-  double poll_interval_us = 50;   // shared/notes: 10..1000 us made no consistent difference
-  // libnbc's algorithm for the reducer's MPI_Iallreduce calls (distributed/nbc_algorithm.h),
-  // set right before each call and restored right after; -1 leaves libnbc's choice. libnbc
-  // itself takes the binomial tree for every in-place call and for fewer than 4 ranks -
-  // 1.5-3x slower than MPI_Allreduce from 1 MiB up on 2 ranks here, and rabenseifner as fast
-  // as MPI_Allreduce (bench/RESULTS.md). No effect on another MPI, or when the environment set
-  // the variable, which wins.
-  int nbc_iallreduce_algorithm = kNbcRabenseifner;
+  double poll_interval_us = 50;   // 10..1000 us made no consistent difference to a step
+  // libnbc's algorithm for the reducer's MPI_Iallreduce calls (Open MPI's
+  // coll_libnbc_iallreduce_algorithm: 0 libnbc's choice, 2 binomial, 3 rabenseifner), set
+  // right before each call and restored right after; -1 leaves libnbc's choice. libnbc itself
+  // takes the binomial tree for every in-place call and for fewer than 4 ranks - 1.5-3x slower
+  // than MPI_Allreduce from 1 MiB up on 2 ranks, and rabenseifner as fast as MPI_Allreduce
+  // (measured on 2-core AMD EPYC machines, Open MPI 4.1.4). No effect on another MPI, or when
+  // the environment set the variable, which wins.
+  int nbc_iallreduce_algorithm = 3;
   // Thread mode: the CPU the progress thread is pinned to; -1 leaves it where it is created,
   // i.e. on the creating thread's CPUs - with OMP_PROC_BIND set, libgomp has bound that
   // (master) thread to one place at start-up, so the progress thread shares its core.
@@ -103,8 +105,8 @@ class Reducer {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  // While true, backward passes only accumulate gradients locally (gradient accumulation);
-  // the next step with no_sync off reduces the accumulated sum.
+  // While true, backward passes only accumulate gradients locally (gradient accumulation:
+  // DistributedModel::set_no_sync); the next step with no_sync off reduces the accumulated sum.
   void set_no_sync(bool on) { no_sync_ = on; }
   bool no_sync() const { return no_sync_; }
 
@@ -120,9 +122,6 @@ class Reducer {
   const ReducerStats& stats() const { return stats_; }
   ReduceMode mode() const { return opt_.mode; }
   int size() const { return size_; }
-  // The op of the reducer's collectives: MPI_SUM, or with 2 ranks the mean of the two (below).
-  // For benchmarks that time the calls the reducer makes (bench/at_scale's comm check).
-  MPI_Op reduction_op() const { return op_; }
 
   class Engine;  // a progress strategy (reducer.cpp): Test or Thread mode
 

@@ -23,7 +23,7 @@ void col_sums(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumu
 const char* elementwise_kernel_name();
 
 // y = tanh(x); x and y may alias. Floats: computed in double, at most 0.5001 ulp from the exact
-// value (tests/kernels/test_tanh_accuracy.cpp sweeps every float); doubles: SLEEF's vector
+// value (checked over every float); doubles: SLEEF's vector
 // tanh, 1.0 ulp. NaN gives NaN.
 template <class T>
 void tanh_forward(int64_t n, const T* x, T* y);
@@ -75,9 +75,9 @@ void scale(int64_t n, T a, T* x);
 //   v = beta2 * v + (1 - beta2) * g * g
 //   param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // step is t, counted from 1. The scalars in double (as PyTorch's Python computes them), rounded
-// to T; each tensor op rounded to T in PyTorch's order, with the fused multiply-adds of its
-// AVX2/AVX-512 CPU kernels (elementwise_loops.h lists them): the same bits as PyTorch for
-// float32 and float64 (tests/core/test_optim.cpp, OptimBits).
+// to T; each tensor op rounded to T in PyTorch's order, every product rounded on its own:
+// within an ulp or two per step of PyTorch's CPU kernels, which fuse two of the multiply-adds.
+// (hddp's Adam has always computed so; its results, the tutorial's among them, keep their bits.)
 struct AdamHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };
@@ -87,8 +87,9 @@ void adam_update(int64_t n, T* param, const T* grad, T* m, T* v, int64_t step, c
 // AdamW step, PyTorch 1.13's torch.optim.AdamW (amsgrad=False, maximize=False, foreach=False):
 // decoupled weight decay (Loshchilov & Hutter, "Decoupled Weight Decay Regularization", 2019),
 //   param *= 1 - lr * weight_decay
-// then Adam's update above with g = grad (no weight-decay term in the gradient). Same
-// rounding as adam_update: PyTorch's bits.
+// then Adam's update above with g = grad (no weight-decay term in the gradient), with the fused
+// multiply-adds of PyTorch's AVX2/AVX-512 CPU kernels (elementwise_loops.h lists them): the
+// same bits as PyTorch for float32 and float64.
 struct AdamWHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
 };

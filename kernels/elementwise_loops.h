@@ -215,10 +215,37 @@ inline T fused_mul_add(T a, T b, T c) {
 #endif
 }
 
-// PyTorch 1.13's single-tensor Adam and AdamW, one tensor op per line, as its CPU kernels
-// compute them (ATen's AVX2 and AVX-512 builds, which PyTorch runs on any CPU with AVX2):
-//   grad.add(param, alpha=wd)              fma(param, wd, grad)                 (Adam, wd != 0)
-//   param.mul_(1 - lr * wd)                param * decay                        (AdamW, wd != 0)
+// Adam: the arithmetic hddp's Adam has always had, each product rounded on its own and the
+// update s * (m / d), in PyTorch's order of operations (see elementwise.h). Kept as it is so
+// that every result it gave stays the same bits (the tutorial's outputs among them); it is
+// within an ulp or two per step of PyTorch's CPU kernels, which fuse two of the multiply-adds
+// (AdamW below follows those bit for bit). Weight decay as its own instantiation so the loop
+// has no branch.
+template <class T, bool kDecay>
+void adam_loop_impl(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
+  const T b1 = s.b1, b2 = s.b2, one_b1 = s.one_b1, one_b2 = s.one_b2, eps = s.eps, wd = s.wd;
+  const T step_size = s.step_size, bc2_sqrt = s.bc2_sqrt;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = kDecay ? grad[i] + wd * param[i] : grad[i];
+    const T mi = m[i] * b1 + one_b1 * g;
+    const T vi = v[i] * b2 + one_b2 * g * g;
+    m[i] = mi, v[i] = vi;
+    const T denom = std::sqrt(vi) / bc2_sqrt + eps;
+    param[i] -= step_size * (mi / denom);
+  }
+}
+
+template <class T>
+void adam_loop(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
+  if (s.wd != T(0)) adam_loop_impl<T, true>(n, param, grad, m, v, s);
+  else adam_loop_impl<T, false>(n, param, grad, m, v, s);
+}
+
+// AdamW: PyTorch 1.13's single-tensor torch.optim.AdamW bit for bit, one tensor op per line, as
+// its CPU kernels compute them (ATen's AVX2 and AVX-512 builds, which PyTorch runs on any CPU
+// with AVX2):
+//   param.mul_(1 - lr * wd)                param * decay
 //   exp_avg.mul_(b1).add_(g, alpha=1-b1)   fma(g, 1 - b1, m * b1)
 //   exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2)
 //                                          fma((1 - b2) * g, g, v * b2)
@@ -228,16 +255,16 @@ inline T fused_mul_add(T a, T b, T c) {
 // ATen's add-with-alpha is an explicit fmadd and its addcmul is contracted to one; its DEFAULT
 // build (no FMA, ATEN_CPU_CAPABILITY=default) rounds the product first and differs in the last
 // bit. Every step is rounded to T; fused_mul_add's single rounding is the same in every set.
-// kDecay: Adam's L2 term; kDecoupled: AdamW's factor on the parameters. Separate instantiations
-// so that the loop has no branch.
-template <class T, bool kDecay, bool kDecoupled>
-void adam_loop_impl(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
-  const T b1 = s.b1, b2 = s.b2, one_b1 = s.one_b1, one_b2 = s.one_b2, eps = s.eps, wd = s.wd;
+// kDecoupled: the factor on the parameters (skipped when weight decay is 0: decay = 1 exactly
+// changes nothing).
+template <class T, bool kDecoupled>
+void adamw_loop_impl(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
+  const T b1 = s.b1, b2 = s.b2, one_b1 = s.one_b1, one_b2 = s.one_b2, eps = s.eps;
   const T step_size = s.step_size, bc2_sqrt = s.bc2_sqrt, decay = s.decay;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const T p = kDecoupled ? param[i] * decay : param[i];
-    const T g = kDecay ? fused_mul_add(p, wd, grad[i]) : grad[i];
+    const T g = grad[i];
     const T mi = fused_mul_add(g, one_b1, m[i] * b1);
     const T vi = fused_mul_add(one_b2 * g, g, v[i] * b2);
     m[i] = mi, v[i] = vi;
@@ -247,16 +274,9 @@ void adam_loop_impl(int64_t n, T* param, const T* grad, T* m, T* v, const AdamSc
 }
 
 template <class T>
-void adam_loop(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
-  if (s.wd != T(0)) adam_loop_impl<T, true, false>(n, param, grad, m, v, s);
-  else adam_loop_impl<T, false, false>(n, param, grad, m, v, s);
-}
-
-// decay = 1 exactly (weight_decay 0) leaves the parameters as they are: skip the multiply.
-template <class T>
 void adamw_loop(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s) {
-  if (s.decay != T(1)) adam_loop_impl<T, false, true>(n, param, grad, m, v, s);
-  else adam_loop_impl<T, false, false>(n, param, grad, m, v, s);
+  if (s.decay != T(1)) adamw_loop_impl<T, true>(n, param, grad, m, v, s);
+  else adamw_loop_impl<T, false>(n, param, grad, m, v, s);
 }
 
 template <class T, bool kDecay, bool kMomentum>

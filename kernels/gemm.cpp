@@ -1,5 +1,6 @@
 // Public gemm(): dispatch to the selected backend.
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_backends.h>
 
 #include <atomic>
 #include <cstdlib>

@@ -48,21 +48,4 @@ std::string gemm_wisdom_path();
 // "Haswell", "Prescott" ...), as OPENBLAS_CORETYPE and its own detection chose them at load.
 std::string openblas_core_name();
 
-// The signature every backend shares (tests and benchmarks hold them as values).
-template <class T>
-using GemmFn = void (*)(Trans, Trans, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*,
-                        int64_t, T, T*, int64_t);
-
-// The backends themselves, callable directly (tests and benchmarks compare them side by
-// side). Same contract as gemm(); arguments are checked by each.
-template <class T>
-void gemm_blocked(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                  int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
-template <class T>
-void gemm_openblas(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                   int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
-template <class T>
-void gemm_naive(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
-
 }  // namespace hddp

@@ -6,6 +6,7 @@
 
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_backends.h>
 
 namespace hddp::detail {
 

@@ -28,4 +28,4 @@ cmake --build "$ASAN_DIR" -j "$JOBS"
 # are set on every test by tests/CMakeLists.txt; test_sanitizer_canary checks they catch faults.
 cd "$ASAN_DIR"
 ctest --output-on-failure --timeout 900 -j 1 -L 'kernels|core|distributed|mpi|faults|sanitizers' \
-  -E '^(test_install|test_poly_train|test_slurm_local|test_faults_slurm_requeue)$'
+  -E '^(test_poly_train|test_slurm_local|test_faults_slurm_requeue)$'

@@ -43,6 +43,7 @@
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/distributed/mpi_env.h>
 #include <hddp/distributed/nbc_algorithm.h>
+#include <hddp/distributed/reduction_op.h>
 #include <hddp/distributed/reducer.h>
 
 namespace {
@@ -218,7 +219,7 @@ Raw measure(const Config& c) {
   const int64_t largest = raw.allreduce.rbegin()->first / 4;
   raw.add_bytes = largest * 4;
   std::vector<float> buf(size_t(largest), 1.0f), a(size_t(largest), 1.0f), b(size_t(largest), 0.5f);
-  const MPI_Op op = reducers.front()->reduction_op();  // the reducer's: with 2 ranks the mean of two
+  MPI_Op op = make_reduction_op(raw.ranks);  // the reducer's: with 2 ranks the mean of two
   NbcAlgorithm algorithm;  // libnbc's rabenseifner, as the reducer sets it; once, outside the timed calls
   algorithm.set(kNbcRabenseifner);
 
@@ -241,6 +242,7 @@ Raw measure(const Config& c) {
     const double s = slowest(add_seconds(a, b));
     if (keep) raw.add.push_back(s);
   }
+  free_reduction_op(op);
   return raw;
 }
 

@@ -14,6 +14,7 @@
 
 #include <hddp/core/model.h>
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_backends.h>
 
 namespace scaling {
 

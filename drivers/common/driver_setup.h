@@ -1,7 +1,7 @@
 #pragma once
 // Start-up steps every driver takes the same way (poly_train, mnist_train): the OpenMP threads
-// of a rank, the ranks' agreement on their parse, a writable output directory, and main() itself
-// (driver_main). Header-only.
+// of a rank, the ranks' agreement on their parse, a writable output directory, the reducer's
+// options and --bucket-mb auto, and main() itself (driver_main). Header-only.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +14,16 @@
 #include <string>
 #include <thread>
 
+#include <vector>
+
+#include <hddp/core/model.h>
+#include <hddp/core/rng.h>
+#include <hddp/core/util.h>
+#include <hddp/distributed/bucket_autosize.h>
 #include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/reducer.h>
+#include <hddp/distributed/watchdog.h>
+#include "common/run_options.h"
 
 namespace hddp::drivers {
 
@@ -65,15 +74,44 @@ inline std::string agree_on_options(const mpi::Env& env, const std::string& err,
   return "";
 }
 
-// A verdict every rank reached on its own (each read a file, say): "" when all succeeded, else
-// the first failing rank's message, prefixed with its rank when it is not rank 0.
-inline std::string agree_on_error(const mpi::Env& env, const std::string& err) {
-  const int mine = err.empty() ? env.size() : env.rank();
-  int first = 0;
-  HDDP_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, env.comm()));
-  if (first == env.size()) return "";
-  const std::string msg = mpi::bcast_string(err, first, env.comm());
-  return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
+
+// The reducer as the parallelism options ask for it, its buckets waiting through the watchdog.
+// "auto" caps start at the defaults; autosize() replaces them.
+inline ReducerOptions reducer_options(const cli::ParallelOptions& o, Watchdog& watchdog) {
+  const cli::ParallelOptions d;
+  ReducerOptions r;
+  r.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb.value_or(*d.bucket_mb) * 1048576.0));
+  r.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb.value_or(*d.first_bucket_mb) * 1048576.0));
+  r.mode = o.mode;
+  // Thread mode: on the core OpenMP leaves free, if any (OMP_PLACES=cores OMP_PROC_BIND=close
+  // and OMP_NUM_THREADS below the rank's cores); else it shares the master's.
+  r.progress_cpu = spare_progress_cpu();
+  r.watchdog = &watchdog;  // the buckets wait through it, so a rank that stops arriving is named
+  return r;
+}
+
+// --bucket-mb auto (distributed/bucket_autosize.h): a few allreduces and a warm-up
+// forward/backward of `batch` samples from a stream of its own (seed, 1000 + rank): the
+// training samples and parameters are untouched; rank 0 decides, every rank builds the same
+// buckets. tune_first: --first-bucket-mb auto too.
+inline void autosize(const mpi::Env& env, Sequential<float>& model, int64_t batch, uint64_t seed, bool tune_first,
+                     ReducerOptions& r) {
+  Rng warm(seed, 1000 + uint64_t(env.rank()));
+  std::vector<float> wx(size_t(batch * model.in_features())), wy(size_t(batch * model.out_features()));
+  for (auto& v : wx) v = warm.uniform(-1.0f, 1.0f);
+  for (auto& v : wy) v = warm.uniform(-0.9f, 0.9f);
+  AutosizeOptions ao;
+  ao.tune_first = tune_first;
+  ao.first_cap_bytes = r.first_bucket_cap_bytes;
+  const AutosizeResult a = autosize_buckets(env.comm(), model, wx.data(), batch, wy.data(), ao, r);
+  r.bucket_cap_bytes = a.plan.cap_bytes;
+  r.first_bucket_cap_bytes = a.plan.first_cap_bytes;
+  if (env.root())
+    std::printf("bucket caps: auto -> %s (first bucket %s), %zu buckets; predicted exposed communication %.3g ms "
+                "per step (allreduce fit: %.3g us + %.3g us/MiB, backward %.3g ms); measured in %.2f s\n",
+                format_bytes(a.plan.cap_bytes).c_str(), format_bytes(a.plan.first_cap_bytes).c_str(), a.plan.num_buckets,
+                1e3 * a.plan.exposed, 1e6 * a.model.alpha, 1e6 * 1048576.0 * a.model.beta, 1e3 * a.profile.total,
+                a.measure_seconds);
 }
 
 // What a driver's main() parsed before MPI started (so the thread level can follow

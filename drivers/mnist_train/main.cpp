@@ -1,22 +1,21 @@
 // mnist_train: a Fashion-MNIST classifier trained data-parallel over MPI ranks, OpenMP inside
 // each rank. The model: Linear(784, W1), ReLU, ..., Linear(Wn, 10); softmax cross-entropy; Adam
 // or SGD. Each epoch every rank walks its shard of a shuffle all ranks agree on (PyTorch's
-// DistributedSampler), a batch per step: forward, loss, backward (gradient buckets reduced by
-// MPI_Iallreduce while backward continues), optimizer step. After each epoch the test set is
-// evaluated, sharded over the ranks and reduced. Run `mnist_train --help`.
+// DistributedSampler, data/sampler.h), a batch per step: forward, loss, backward (gradient
+// buckets reduced by MPI_Iallreduce while backward continues), the stop guard's verdict,
+// optimizer step. After each epoch the test set is evaluated, sharded over the ranks and
+// reduced. Run `mnist_train --help`.
 //
-// Exit codes: 0 done, 1 runtime error (every rank aborted), 2 bad input (options or data,
-// on every rank, nothing trained), 3 a non-finite loss (all ranks stopped), 4 a stalled
-// collective (--timeout).
+// A step is one batch per rank; a checkpoint can fall inside an epoch (a signal), so it holds
+// each rank's partial loss sum of that epoch as well as the metrics so far: a resumed run ends
+// bitwise where an uninterrupted one ends. Exit codes: hddp::Exit (train/exit_code.h).
 #include <omp.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,97 +23,82 @@
 #include <string>
 #include <vector>
 
-#include "common/driver_setup.h"
-#include "common/gnuplot.h"
-#include "common/options.h"
-#include <hddp/core/checkpoint.h>
 #include <hddp/core/layers.h>
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
 #include <hddp/core/safetensors.h>
 #include <hddp/core/util.h>
+#include <hddp/data/idx.h>
 #include <hddp/data/sampler.h>
 #include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
-#include <hddp/distributed/reducer.h>
 #include <hddp/distributed/watchdog.h>
-#include "gnuplot-iostream.h"
-#include "mnist_train/data.h"
+#include <hddp/train/exit_code.h>
+#include <hddp/train/line_log.h>
+#include <hddp/train/metrics.h>
+#include <hddp/train/plot.h>
+#include <hddp/train/run_file.h>
+#include <hddp/train/run_log.h>
+#include <hddp/train/stop_guard.h>
+#include "common/driver_setup.h"
+#include "common/options.h"
+#include "common/run_options.h"
 
 namespace mnist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using hddp::Exit;
 using hddp::mpi::Env;
 
-constexpr int kExitUsage = 2, kExitNonFinite = 3, kExitStall = 4;
+constexpr int kClasses = 10;
 constexpr int64_t kEvalBatch = 1000;
+constexpr double kProgressEvery = 10.0;  // seconds between progress lines inside a long epoch
 const char* const kClassNames[kClasses] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+const std::vector<std::string> kMetricColumns = {"epoch", "train_loss", "test_loss", "test_accuracy", "train_s",
+                                                 "elapsed_train_s"};
 
-struct Options {
-  std::string data = kDefaultData, out = "out-mnist", stats_json, export_path, checkpoint;
-  int64_t epochs = 10, batch_size = 64, seed = 0, limit_train = 0, limit_test = 0, checkpoint_every = 1;
+// The shared groups (drivers/common/run_options.h) with this driver's defaults, and its own.
+struct Options : hddp::cli::TrainingOptions, hddp::cli::ParallelOptions, hddp::cli::CheckpointOptions {
+  Options() { checkpoint_every = 1; }  // an epoch is long: a checkpoint after each (when --checkpoint)
+  std::string data = hddp::kFashionMnistDir, out = "out-mnist", stats_json, export_path;
+  int64_t limit_train = 0, limit_test = 0;
   std::vector<int64_t> hidden{256, 256};
-  double lr = 1e-3, momentum = 0.0, bucket_mb = 25.0, first_bucket_mb = 1.0, timeout = 300.0, target = 0.87;
-  std::string optimizer = "adam";
-  hddp::ReduceMode mode = hddp::ReduceMode::Test;
-  int threads = 0;
-  bool plot = true, resume = false, help = false;
+  double target = 0.87;
+  bool plot = true, help = false;
 };
 
-// The command line: one CLI11 call per option, its check beside it (drivers/common/options.h).
 void define_options(CLI::App& app, Options& o) {
-  using hddp::cli::integer, hddp::cli::number, hddp::cli::positive, hddp::cli::one_of;
+  using hddp::cli::integer, hddp::cli::number;
   hddp::cli::house_style(app,
                          "mnist_train: a Fashion-MNIST classifier trained data-parallel (MPI ranks x OpenMP threads)\n"
                          "  mpiexec -n 2 mnist_train [--epochs 10] [--hidden 256,256] [--out DIR]\n"
                          "Writes metrics.csv, confusion.csv and training.pdf into --out (rank 0).",
-                         "", 34, o.help, "read options from FILE (TOML/INI, keys the long options without dashes)");
-  const auto count = integer(0, int64_t(1) << 40), positive_count = integer(1, int64_t(1) << 40);
+                         "SIGTERM or SIGUSR1: every rank finishes its step, rank 0 writes the checkpoint (inside\n"
+                         "an epoch too), all exit with 75; --resume continues bitwise. Epochs are counted from 1.\n" +
+                             hddp::exit_codes_help(),
+                         34, o.help, "read options from FILE (TOML/INI, keys the long options without dashes)");
+  const auto count = integer(0, int64_t(1) << 40);
   app.add_option("--data", o.data, "folder of the IDX files (train-images-idx3-ubyte[.gz], ...)")->type_name("DIR")->group("Data");
   app.add_option("--limit-train", o.limit_train, "use only the first N training images (0: all)")->check(count)->type_name("N")->group("Data");
   app.add_option("--limit-test", o.limit_test, "use only the first N test images (0: all)")->check(count)->type_name("N")->group("Data");
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_count)->type_name("N")->group("Training");
-  app.add_option("--batch-size", o.batch_size, "samples per rank per step")->check(positive_count)->type_name("N")->group("Training");
+  hddp::cli::add_training_options(app, o, int64_t(1) << 20, "samples per rank per step");
   app.add_option("--hidden", o.hidden, "hidden widths, ReLU after each")->delimiter(',')
       ->check(integer(1, int64_t(1) << 20))->default_str("256,256")->type_name("W[,W...]")->group("Training");
-  app.add_option("--optimizer", o.optimizer, "adam | sgd")
-      ->check(one_of(std::vector<std::pair<std::string, int>>{{"adam", 0}, {"sgd", 1}}))->type_name("NAME")->group("Training");
-  app.add_option("--lr", o.lr, "learning rate")->check(positive())->type_name("X")->group("Training");
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number(0, 1))->type_name("X")->group("Training");
-  app.add_option("--seed", o.seed, "seed of the weights and the shuffles")->check(integer(0, INT64_MAX))->type_name("N")->group("Training");
   app.add_option("--target-accuracy", o.target, "report when the test accuracy first reaches this")
       ->check(number(0, 1))->type_name("X")->group("Training");
-  app.add_option("--threads", o.threads, "OpenMP threads per rank (0: OMP_NUM_THREADS, else\n"
-                                         "SLURM_CPUS_PER_TASK, else this node's cores / its ranks)")
-      ->check(integer(0, 4096))->type_name("N")->group("Parallelism");
-  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB")->check(number(1e-6, 1e6))->type_name("X")->group("Parallelism");
-  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB")->check(number(1e-6, 1e6))
-      ->type_name("X")->group("Parallelism");
-  app.add_option("--reduce-mode", o.mode, "blocking | test | thread (as poly_train)")
-      ->transform(one_of(std::vector<std::pair<std::string, hddp::ReduceMode>>{
-          {"blocking", hddp::ReduceMode::Blocking}, {"test", hddp::ReduceMode::Test}, {"thread", hddp::ReduceMode::Thread}}))
-      ->default_str(hddp::to_string(o.mode))->type_name("MODE")->group("Parallelism");
-  app.add_option("--timeout", o.timeout, "stall watchdog, seconds (0: off)")->check(number(0, 1e9))->type_name("SECONDS")->group("Parallelism");
+  hddp::cli::add_parallel_options(app, o);
   app.add_option("--out", o.out, "folder for metrics.csv, confusion.csv, training.pdf")
       ->check(hddp::cli::non_empty())->type_name("DIR")->group("Output");
   app.add_flag("--plot,!--no-plot", o.plot, "draw training.pdf with gnuplot")->group("Output");
-  app.add_option("--stats-json", o.stats_json, "JSON lines: one object per epoch, then a summary")->type_name("FILE")->group("Output");
+  app.add_option("--stats-json", o.stats_json, "JSON lines: one object per epoch, then a summary")
+      ->check(hddp::cli::non_empty())->type_name("FILE")->group("Output");
   app.add_option("--export", o.export_path, "write the trained weights to FILE (safetensors, PyTorch's names)")
-      ->type_name("FILE")->group("Output");
-  app.add_option("--checkpoint", o.checkpoint, "write a checkpoint (weights, optimizer state, epochs done, the\n"
-                                               "metrics so far) to FILE atomically after every --checkpoint-every\n"
-                                               "epochs and at the end; an existing FILE needs --resume")
-      ->type_name("FILE")->group("Checkpoints");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "epochs between checkpoints")->check(positive_count)
-      ->type_name("N")->group("Checkpoints");
-  app.add_flag("--resume", o.resume, "continue from --checkpoint FILE up to --epochs (a total), bitwise the\n"
-                                     "run that never stopped; start from scratch if FILE does not exist;\n"
-                                     "a checkpoint of another run (model, optimizer, batch, seed, data,\n"
-                                     "rank count) is refused")
-      ->group("Checkpoints");
+      ->check(hddp::cli::non_empty())->type_name("FILE")->group("Output");
+  hddp::cli::add_checkpoint_options(app, o, "weights, optimizer state, the step, the metrics\n"
+                                            "so far, each rank's loss sum of the epoch under way");
 }
 
 std::vector<hddp::LayerSpec> build_layers(int64_t pixels, const std::vector<int64_t>& hidden) {
@@ -135,17 +119,19 @@ struct Eval {
   std::vector<int64_t> confusion = std::vector<int64_t>(kClasses * kClasses, 0);  // [true][predicted]
 };
 
-Eval evaluate(const Env& env, hddp::Sequential<float>& model, const Split& test) {
+Eval evaluate(const Env& env, hddp::Watchdog& watchdog, hddp::Sequential<float>& model, const hddp::Dataset& test) {
   const hddp::Shard sh = hddp::shard_of(test.count, env.rank(), env.size());
-  std::vector<float> x(size_t(kEvalBatch * test.pixels)), p(size_t(kEvalBatch * kClasses));
+  std::vector<float> x(size_t(kEvalBatch * test.features())), p(size_t(kEvalBatch * kClasses));
   std::vector<int32_t> y(static_cast<size_t>(kEvalBatch));
   std::vector<int64_t> idx(static_cast<size_t>(kEvalBatch));
   Eval e;
+  hddp::RankSums sums;
   double loss_sum = 0;
+  model.set_training(false);
   for (int64_t b = sh.begin; b < sh.begin + sh.count; b += kEvalBatch) {
     const int64_t rows = std::min(kEvalBatch, sh.begin + sh.count - b);
     for (int64_t i = 0; i < rows; ++i) idx[size_t(i)] = b + i;
-    gather(test, idx.data(), rows, x.data(), y.data());
+    test.gather(idx.data(), rows, x.data(), y.data());
     const float* logits = model.forward(x.data(), rows);
     loss_sum += hddp::softmax_xent_forward(rows, kClasses, logits, y.data(), p.data()) * double(rows);
     for (int64_t i = 0; i < rows; ++i) {
@@ -154,28 +140,14 @@ Eval evaluate(const Env& env, hddp::Sequential<float>& model, const Split& test)
       ++e.confusion[size_t(y[size_t(i)] * kClasses + pred)];
     }
   }
-  HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, env.comm()));
-  HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, e.confusion.data(), kClasses * kClasses, MPI_INT64_T, MPI_SUM, env.comm()));
+  model.set_training(true);
+  sums.add("loss", loss_sum);
+  e.loss = sums.reduce(env, &watchdog, "the test loss").at("loss") / double(test.count);
+  hddp::sum_over_ranks(env, &watchdog, e.confusion, "the confusion matrix");
   int64_t correct = 0;
   for (int c = 0; c < kClasses; ++c) correct += e.confusion[size_t(c * kClasses + c)];
-  e.loss = loss_sum / double(test.count);
   e.accuracy = double(correct) / double(test.count);
   return e;
-}
-
-struct EpochRow {
-  int64_t epoch;
-  double train_loss, test_loss, test_accuracy, train_s, elapsed_s;
-};
-
-std::string metrics_csv(const std::vector<EpochRow>& rows) {
-  std::ostringstream os;
-  os.precision(9);
-  os << "epoch,train_loss,test_loss,test_accuracy,train_s,elapsed_train_s\n";
-  for (const EpochRow& r : rows)
-    os << r.epoch << ',' << r.train_loss << ',' << r.test_loss << ',' << r.test_accuracy << ',' << r.train_s << ','
-       << r.elapsed_s << '\n';
-  return os.str();
 }
 
 void write_confusion(const std::string& path, const Eval& e) {
@@ -192,123 +164,35 @@ void write_confusion(const std::string& path, const Eval& e) {
 }
 
 // training.pdf: the losses and the test accuracy per epoch, side by side.
-void plot_training(const std::string& path, const std::vector<EpochRow>& rows, int ranks) {
-  const std::string tmp = path + ".tmp";
-  std::vector<std::pair<double, double>> train, test, acc;
-  for (const EpochRow& r : rows) {
-    train.emplace_back(double(r.epoch), r.train_loss);
-    test.emplace_back(double(r.epoch), r.test_loss);
-    acc.emplace_back(double(r.epoch), 100.0 * r.test_accuracy);
+void plot_training(const std::string& path, const hddp::MetricsTable& m, int ranks) {
+  hddp::Series train{"training (mean over the epoch)", "with linespoints lw 2 pt 7 lc rgb '#1f77b4'", {}},
+      test{"test", "with linespoints lw 2 pt 7 lc rgb '#ff7f0e'", {}},
+      acc{"test accuracy", "with linespoints lw 2 pt 7 lc rgb '#2ca02c'", {}};
+  for (size_t r = 0; r < m.size(); ++r) {
+    const double e = m.at(r, "epoch");
+    train.points.emplace_back(e, m.at(r, "train_loss"));
+    test.points.emplace_back(e, m.at(r, "test_loss"));
+    acc.points.emplace_back(e, 100.0 * m.at(r, "test_accuracy"));
   }
-  {
-    Gnuplot gp(hddp::gnuplot::command());
-    gp << "set terminal pdfcairo size 11in,4in font 'Sans,10'\n"
-       << "set output '" << tmp << "'\n"
-       << "set multiplot layout 1,2 title 'Fashion-MNIST, " << ranks << " rank(s)'\n"
-       << "set grid\nset xlabel 'epoch'\nset key top right\n"
-       << "set title 'Cross-entropy loss'\nset ylabel 'loss'\n"
-       << "plot '-' with linespoints lw 2 pt 7 lc rgb '#1f77b4' title 'training (mean over the epoch)', "
-          "'-' with linespoints lw 2 pt 7 lc rgb '#ff7f0e' title 'test'\n";
-    gp.send1d(train);
-    gp.send1d(test);
-    gp << "set title 'Test accuracy'\nset ylabel 'accuracy (%)'\nset key bottom right\n"
-       << "plot '-' with linespoints lw 2 pt 7 lc rgb '#2ca02c' title 'test accuracy'\n";
-    gp.send1d(acc);
-    gp << "unset multiplot\nset output\n";
-  }
-  struct stat st{};
-  HDDP_CHECK(stat(tmp.c_str(), &st) == 0 && st.st_size > 0,
-             "gnuplot did not write '" << tmp << "' (Debian: gnuplot-nox has the pdfcairo terminal)");
-  HDDP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
+  hddp::plot_pdf(path,
+                 {{"Cross-entropy loss", "epoch", "loss", {train, test}, "set key top right\n", ""},
+                  {"Test accuracy", "epoch", "accuracy (%)", {acc}, "set key bottom right\n", ""}},
+                 "Fashion-MNIST, " + std::to_string(ranks) + " rank(s)");
 }
 
 // What a checkpoint must match to be resumed (with the rank count): everything that decides the
 // sequence of steps.
-std::map<std::string, std::string> run_identity(const Options& o, const std::vector<hddp::LayerSpec>& layers,
-                                                const Dataset& d) {
-  std::string l;
-  for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
-  char opt[96];
-  std::snprintf(opt, sizeof opt, "%s lr %.17g momentum %.17g", o.optimizer.c_str(), o.lr, o.momentum);
-  return {{"layers", l},
-          {"optimizer", opt},
-          {"batch_size", std::to_string(o.batch_size)},
-          {"seed", std::to_string(o.seed)},
-          {"data", std::to_string(d.train.count) + " training, " + std::to_string(d.test.count) + " test images"}};
+std::map<std::string, std::string> run_identity(const Options& o, const hddp::Sequential<float>& model,
+                                                const hddp::Dataset& train, const hddp::Dataset& test) {
+  std::map<std::string, std::string> id = hddp::cli::identity_of(o);
+  id["layers"] = model.describe();
+  id["data"] = std::to_string(train.count) + " training, " + std::to_string(test.count) + " test images";
+  return id;
 }
 
-// The rows of a metrics.csv (as metrics_csv writes them).
-std::vector<EpochRow> parse_metrics(const std::string& csv) {
-  std::vector<EpochRow> rows;
-  std::istringstream in(csv);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    EpochRow r{};
-    long long e = 0;
-    HDDP_CHECK(std::sscanf(line.c_str(), "%lld,%lf,%lf,%lf,%lf,%lf", &e, &r.train_loss, &r.test_loss,
-                           &r.test_accuracy, &r.train_s, &r.elapsed_s) == 6,
-               "the checkpoint's metrics are malformed at '" << line << "'");
-    r.epoch = e;
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-// --resume: rank 0 reads the file (if any) and every rank restores from the same bytes.
-// Returns "" (rows holds the epochs done, possibly none) or the error, the same on every rank.
-std::string resume(const Env& env, const Options& o, const std::map<std::string, std::string>& identity,
-                   hddp::Sequential<float>& model, hddp::Optimizer<float>& opt, std::vector<EpochRow>& rows) {
-  std::string bytes, err;
-  int exists = 0;
-  if (env.root()) {
-    exists = hddp::file_exists(o.checkpoint);
-    try {
-      if (exists && !o.resume)
-        err = "--checkpoint: '" + o.checkpoint + "' exists; pass --resume to continue from it, or remove it";
-      else if (exists)
-        bytes = hddp::read_file(o.checkpoint);
-    } catch (const hddp::Error& e) {
-      err = e.what();
-    }
-  }
-  if ((err = hddp::mpi::bcast_string(err, 0, env.comm())) != "") return err;
-  HDDP_MPI(MPI_Bcast(&exists, 1, MPI_INT, 0, env.comm()));
-  if (!exists) return "";
-  bytes = hddp::mpi::bcast_string(bytes, 0, env.comm());
-  try {
-    const hddp::Checkpoint c = hddp::parse_checkpoint(bytes, o.checkpoint);
-    const std::string diff = hddp::identity_diff(c.state, env.size(), identity);
-    HDDP_CHECK(diff.empty(), "--resume: '" << o.checkpoint << "' is from another run: " << diff);
-    HDDP_CHECK(c.state.epoch <= o.epochs, "--resume: '" << o.checkpoint << "' has " << c.state.epoch
-                                                         << " epochs done, more than --epochs " << o.epochs);
-    const auto rec = c.state.records.find("metrics");
-    HDDP_CHECK(rec != c.state.records.end(), "--resume: '" << o.checkpoint << "' has no metrics record (not mnist_train's)");
-    std::vector<EpochRow> saved = parse_metrics(rec->second);
-    HDDP_CHECK(int64_t(saved.size()) == c.state.epoch, "--resume: '" << o.checkpoint << "' holds " << saved.size()
-                                                                      << " metrics rows for " << c.state.epoch << " epochs");
-    hddp::restore_checkpoint(c, o.checkpoint, model.arena(), opt);
-    rows = std::move(saved);
-  } catch (const hddp::Error& e) {
-    err = e.what();
-  }
-  return hddp::drivers::agree_on_error(env, err);
-}
-
-// Rank 0 writes the checkpoint of `rows.size()` epochs (the ranks' weights and optimizer states
-// are the same: every rank applied the same averaged gradients).
-void save(const Env& env, const Options& o, const std::map<std::string, std::string>& identity,
-          const hddp::Sequential<float>& model, hddp::Optimizer<float>& opt, const std::vector<EpochRow>& rows) {
-  if (!env.root()) return;
-  hddp::TrainState st;
-  st.epoch = int64_t(rows.size());
-  st.world_size = env.size();
-  st.rng.assign(size_t(env.size()), hddp::Rng(uint64_t(o.seed), 0).state());  // unused: the order is (seed, epoch)
-  for (int r = 0; r < env.size(); ++r)
-    for (const EpochRow& row : rows) st.losses.push_back(float(row.train_loss));
-  st.identity = identity;
-  st.records["metrics"] = metrics_csv(rows);
-  hddp::save_checkpoint(o.checkpoint, model.arena(), opt, st);
+int usage_error(const Env& env, const std::string& err) {  // every rank gets here together
+  if (env.root()) std::fprintf(stderr, "mnist_train: error: %s\n", err.c_str());
+  return hddp::code(Exit::Usage);
 }
 
 int run(Env& env, const Options& o) {
@@ -317,152 +201,209 @@ int run(Env& env, const Options& o) {
   omp_set_num_threads(threads);
 
   // Every rank reads the files (bytes, 55 MB); a problem on any rank stops all with exit 2.
-  Dataset d;
+  hddp::Dataset train, test;
   std::string err;
   try {
-    d = load(o.data, o.limit_train, o.limit_test);
+    train = hddp::read_mnist(o.data, "train").head(o.limit_train);
+    test = hddp::read_mnist(o.data, "test").head(o.limit_test);
   } catch (const hddp::Error& e) {
-    err = e.what();
+    err = hddp::user_message(e.what());
   }
-  if (const std::string all = hddp::drivers::agree_on_error(env, err); !all.empty()) {
-    if (env.root()) std::fprintf(stderr, "mnist_train: error: %s\n", all.c_str());
-    return kExitUsage;
-  }
+  if (const std::string all = hddp::agree_on_error(env, err); !all.empty()) return usage_error(env, all);
   if (env.root())
-    std::printf("data: %lld training and %lld test images of %lld pixels from %s\n", (long long)d.train.count,
-                (long long)d.test.count, (long long)d.train.pixels, o.data.c_str());
+    std::printf("data: %lld training and %lld test images of %lld pixels from %s\n", (long long)train.count,
+                (long long)test.count, (long long)train.features(), o.data.c_str());
 
-  const std::vector<hddp::LayerSpec> layers = build_layers(d.train.pixels, o.hidden);
-  hddp::Rng init(uint64_t(o.seed), 0);
-  hddp::Sequential<float> model(layers, std::max(o.batch_size, kEvalBatch), init);
-  std::unique_ptr<hddp::Optimizer<float>> opt;
-  if (o.optimizer == "adam") opt = std::make_unique<hddp::Adam<float>>(model.num_params(), hddp::AdamHyper{.lr = o.lr});
-  else opt = std::make_unique<hddp::SGD<float>>(model.num_params(), hddp::SgdHyper{.lr = o.lr, .momentum = o.momentum});
+  hddp::Rng init(o.seed, 0);
+  hddp::Sequential<float> model(train.shape, build_layers(train.features(), o.hidden), std::max(o.batch_size, kEvalBatch), init);
+  const std::unique_ptr<hddp::Optimizer<float>> opt = hddp::cli::make_optimizer(o, model.num_params());
+  const hddp::DistributedSampler sampler(train.count, o.seed, rank, size);
+  const int64_t steps_per_epoch = sampler.steps(o.batch_size), total_steps = o.epochs * steps_per_epoch;
 
-  hddp::Watchdog watchdog(env.comm(), hddp::WatchdogOptions{.timeout_s = o.timeout, .exit_code = kExitStall});
-  hddp::ReducerOptions ropt;
-  ropt.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb * 1048576.0));
-  ropt.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb * 1048576.0));
-  ropt.mode = o.mode;
-  ropt.progress_cpu = hddp::spare_progress_cpu();
-  ropt.watchdog = &watchdog;
-  hddp::DistributedModel ddp(env.comm(), model, ropt);  // rank 0's weights everywhere
-  const std::map<std::string, std::string> identity = run_identity(o, layers, d);
-  std::vector<EpochRow> rows;
-  if (!o.checkpoint.empty())
-    if (const std::string e = resume(env, o, identity, model, *opt, rows); !e.empty()) {
-      if (env.root()) std::fprintf(stderr, "mnist_train: error: %s\n", e.c_str());
-      return kExitUsage;
+  hddp::Watchdog watchdog(env.comm(), hddp::WatchdogOptions{.timeout_s = o.timeout, .exit_code = hddp::code(Exit::Stall)});
+  hddp::RunFile run_file(env, watchdog, {.path = o.checkpoint, .resume = o.resume,
+                                         .identity = run_identity(o, model, train, test), .total_steps = total_steps});
+  if (const std::string e = run_file.resume(model.arena(), *opt); !e.empty()) return usage_error(env, e);
+  // The resumed metrics and this rank's loss sum of the epoch under way.
+  hddp::MetricsTable metrics(kMetricColumns);
+  double loss_sum = 0, elapsed = 0;
+  const int64_t start = run_file.start();
+  if (start > 0) try {
+      const std::map<std::string, std::string>& rec = run_file.records();
+      for (const char* k : {"metrics", "loss_sums", "elapsed"})
+        HDDP_CHECK(rec.count(k), "it has no '" << k << "' record (not mnist_train's)");
+      metrics = hddp::MetricsTable::decode(rec.at("metrics"), kMetricColumns, "its metrics");
+      const std::vector<double> sums = hddp::decode_doubles(rec.at("loss_sums"), "its loss sums");
+      HDDP_CHECK(int64_t(metrics.size()) == start / steps_per_epoch && sums.size() == size_t(size),
+                 "it holds " << metrics.size() << " epochs of metrics and " << sums.size() << " loss sums for step "
+                             << start << " of " << size << " ranks");
+      loss_sum = sums[size_t(rank)];
+      elapsed = hddp::decode_doubles(rec.at("elapsed"), "its elapsed time").at(0);
+    } catch (const std::exception& e) {
+      return usage_error(env, "--resume: cannot use checkpoint '" + o.checkpoint + "': " + hddp::user_message(e.what()));
     }
-  const int64_t start = int64_t(rows.size());
-  if (env.root() && start > 0)
-    std::printf("resumed from '%s' after epoch %lld of %lld\n", o.checkpoint.c_str(), (long long)start, (long long)o.epochs);
+  const auto kept = [&] { return run_file.kept_note(); };
+  watchdog.set_note([&] {
+    const std::string k = kept();
+    return k + (k.rfind("; ", 0) == 0 ? ": continue with --resume" : "");
+  });
 
-  std::unique_ptr<std::ofstream> stats;
-  if (env.root() && !o.stats_json.empty()) {
-    stats = std::make_unique<std::ofstream>(o.stats_json, std::ios::trunc);
-    HDDP_CHECK(*stats, "--stats-json: cannot write '" << o.stats_json << "'");
-  }
-  const int64_t per_rank = (d.train.count + size - 1) / size;
-  const int64_t steps = (per_rank + o.batch_size - 1) / o.batch_size;
+  hddp::ReducerOptions ropt = hddp::drivers::reducer_options(o, watchdog);
+  if (!o.bucket_mb) hddp::drivers::autosize(env, model, o.batch_size, o.seed, !o.first_bucket_mb, ropt);
+  hddp::DistributedModel ddp(env.comm(), model, ropt);  // rank 0's weights everywhere
+  ddp.set_check_finite(true);
+  auto where = [&](int64_t s) {
+    return "epoch " + std::to_string(s / steps_per_epoch + 1) + " (step " + std::to_string(s % steps_per_epoch + 1) +
+           " of " + std::to_string(steps_per_epoch) + ")";
+  };
+  hddp::StopGuard guard(env, watchdog, {.program = "mnist_train", .total_steps = total_steps, .check_every = o.check_every,
+                                        .where = where},
+                        start, kept);
+  std::unique_ptr<hddp::JsonLines> stats;
+  if (env.root() && !o.stats_json.empty()) stats = std::make_unique<hddp::JsonLines>(o.stats_json);
+  hddp::LineLog log(stdout);
   if (env.root()) {
-    std::string l;
-    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
     std::printf("model: %s (%lld parameters); %d rank(s) x %d thread(s), batch %lld per rank, %lld steps per epoch\n",
-                l.c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size, (long long)steps);
+                model.describe().c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size,
+                (long long)steps_per_epoch);
+    if (start > 0 && start % steps_per_epoch == 0)
+      std::printf("resumed from '%s' after epoch %lld of %lld\n", o.checkpoint.c_str(), (long long)(start / steps_per_epoch),
+                  (long long)o.epochs);
+    else if (start > 0)
+      std::printf("resumed from '%s' inside %s of %lld epochs\n", o.checkpoint.c_str(), where(start).c_str(), (long long)o.epochs);
     std::fflush(stdout);
   }
 
-  std::vector<float> x(size_t(o.batch_size * d.train.pixels)), dlogits(size_t(o.batch_size * kClasses));
+  auto stop_together = [&](Exit code) {
+    log.flush();
+    return hddp::finish_together(env, watchdog, code);
+  };
+  // The checkpoint after `done` steps; false (stop, exit 3) if the state is not finite.
+  auto checkpoint = [&](int64_t done, double epoch_elapsed) {
+    if (!run_file.enabled()) return true;
+    if (!hddp::RunFile::finite(model.arena(), *opt)) {
+      if (env.root())
+        std::fprintf(stderr, "mnist_train: error: the parameters or optimizer state are not finite after %s%s\n",
+                     where(done - 1).c_str(), kept().c_str());
+      return false;
+    }
+    std::vector<double> sums(env.root() ? size_t(size) : 0);
+    MPI_Request req;
+    HDDP_MPI(MPI_Igather(&loss_sum, 1, MPI_DOUBLE, sums.data(), 1, MPI_DOUBLE, 0, env.comm(), &req));
+    watchdog.wait(&req, "the checkpoint's gather of the loss sums");
+    run_file.save(done, model.arena(), *opt, nullptr,
+                  {{"metrics", metrics.encode()}, {"loss_sums", hddp::encode_doubles(sums)},
+                   {"elapsed", hddp::encode_doubles({epoch_elapsed})}});
+    return true;
+  };
+
+  // After a signal: rank 0 says where all stopped and what is kept; the exit code.
+  auto stopped = [&](int signal, int64_t step) {
+    if (env.root())
+      std::fprintf(stderr, "mnist_train: %s: all ranks stopped after %s; %s (exit code %d)\n", hddp::signal_name(signal),
+                   where(step).c_str(),
+                   o.checkpoint.empty() ? "no --checkpoint, so the progress is lost"
+                                        : ("checkpoint '" + o.checkpoint + "' written: continue with --resume").c_str(),
+                   hddp::code(Exit::Stopped));
+    return Exit::Stopped;
+  };
+
+  std::vector<float> x(size_t(o.batch_size * train.features())), dlogits(size_t(o.batch_size * kClasses));
   std::vector<int32_t> y(static_cast<size_t>(o.batch_size));
   Eval last;
-  double elapsed = rows.empty() ? 0.0 : rows.back().elapsed_s, reached_at = -1;
-  int64_t reached_epoch = -1;
-  for (const EpochRow& r : rows)
-    if (reached_epoch < 0 && r.test_accuracy >= o.target) reached_epoch = r.epoch, reached_at = r.elapsed_s;
-  if (start == o.epochs) last = evaluate(env, model, d.test);  // nothing left to train: the final evaluation
-  for (int64_t epoch = start + 1; epoch <= o.epochs; ++epoch) {
-    watchdog.set_epoch(epoch);
-    const std::vector<int64_t> order = epoch_order(d.train.count, uint64_t(o.seed), epoch, rank, size);
-    double loss_sum = 0;
+  if (start == total_steps) last = evaluate(env, watchdog, model, test);  // nothing left to train: the final evaluation
+  for (int64_t epoch = start / steps_per_epoch; epoch < o.epochs; ++epoch) {
+    watchdog.set_epoch(epoch + 1);
+    const std::vector<int64_t> order = sampler.order(epoch + 1);  // streams from 1: 0 is the weights'
     const auto t0 = Clock::now();
-    for (int64_t s = 0; s < steps; ++s) {
-      const int64_t b0 = s * o.batch_size, rows_here = std::min(o.batch_size, per_rank - b0);
-      gather(d.train, order.data() + b0, rows_here, x.data(), y.data());
+    const double elapsed_before = elapsed;
+    auto t_progress = t0;
+    int stop = 0;  // a signal agreed at the epoch's last step: checkpoint after the epoch, then stop
+    for (int64_t s = std::max(start - epoch * steps_per_epoch, int64_t(0)); s < steps_per_epoch; ++s) {
+      const int64_t step = epoch * steps_per_epoch + s;
+      const int64_t b0 = s * o.batch_size, rows = std::min(o.batch_size, sampler.per_rank() - b0);
+      train.gather(order.data() + b0, rows, x.data(), y.data());
+      model.set_seed(hddp::derive_seed(o.seed, uint64_t(rank), uint64_t(step)));  // Dropout's mask: per rank and step
       model.zero_grad();
-      const float* logits = model.forward(x.data(), rows_here);
-      loss_sum += hddp::softmax_xent_forward(rows_here, kClasses, logits, y.data(), dlogits.data());
-      hddp::softmax_xent_backward(rows_here, kClasses, dlogits.data(), y.data(), dlogits.data());
+      const float* logits = model.forward(x.data(), rows);
+      const double loss = hddp::softmax_xent_forward(rows, kClasses, logits, y.data(), dlogits.data());
+      hddp::softmax_xent_backward(rows, kClasses, dlogits.data(), y.data(), dlogits.data());
       ddp.backward_from(dlogits.data());
+      const hddp::StopGuard::Verdict v = guard.check(step, loss, ddp, s + 1 == steps_per_epoch);
+      if (v.non_finite) return stop_together(Exit::NonFinite);
       opt->step(model.params(), model.grads());
+      loss_sum += loss;
+      elapsed = elapsed_before + hddp::seconds_since(t0);
+      if (v.signal && s + 1 < steps_per_epoch) {  // inside the epoch: its partial state goes in the checkpoint
+        if (!checkpoint(step + 1, elapsed)) return stop_together(Exit::NonFinite);
+        return stop_together(stopped(v.signal, step));
+      }
+      stop = v.signal;
+      if (env.root() && hddp::seconds_since(t_progress) > kProgressEvery) {
+        t_progress = Clock::now();
+        log.line("epoch %lld/%lld: step %lld/%lld, loss %.4f, %s\n", (long long)(epoch + 1), (long long)o.epochs,
+                 (long long)(s + 1), (long long)steps_per_epoch, loss,
+                 hddp::eta(elapsed, step + 1 - start, total_steps - step - 1).c_str());
+      }
     }
-    const double train_s = hddp::seconds_since(t0);
-    elapsed += train_s;
-    HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, env.comm()));
-    const double train_loss = loss_sum / double(steps * size);
-    if (!std::isfinite(train_loss)) {
-      if (env.root())
-        std::fprintf(stderr, "mnist_train: error: the training loss is not finite in epoch %lld (lower --lr?); all "
-                             "ranks stopped\n", (long long)epoch);
-      return kExitNonFinite;
-    }
-    last = evaluate(env, model, d.test);
-    rows.push_back({epoch, train_loss, last.loss, last.accuracy, train_s, elapsed});
-    if (reached_epoch < 0 && last.accuracy >= o.target) reached_epoch = epoch, reached_at = elapsed;
-    if (!o.checkpoint.empty() && (epoch % o.checkpoint_every == 0 || epoch == o.epochs))
-      save(env, o, identity, model, *opt, rows);
+    // The epoch's end: its metrics, over every rank's steps.
+    hddp::RankSums sums;
+    sums.add("loss", loss_sum);
+    const double train_loss = sums.reduce(env, &watchdog, "the training loss").at("loss") / double(steps_per_epoch * size);
+    loss_sum = 0;
+    last = evaluate(env, watchdog, model, test);
+    const double train_s = elapsed - (metrics.size() ? metrics.rows().back()[5] : 0.0);
+    metrics.add({double(epoch + 1), train_loss, last.loss, last.accuracy, train_s, elapsed});
+    const bool final_epoch = epoch + 1 == o.epochs;  // a signal at the very end changes nothing: the run is done
+    const bool due = (o.checkpoint_every > 0 && (epoch + 1) % o.checkpoint_every == 0) || final_epoch || stop;
+    if (due && !checkpoint((epoch + 1) * steps_per_epoch, elapsed)) return stop_together(Exit::NonFinite);
     if (env.root()) {
-      std::printf("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f %%, %.2f s (ETA %.0f s)\n",
-                  (long long)epoch, (long long)o.epochs, train_loss, last.loss, 100.0 * last.accuracy, train_s,
-                  elapsed / double(epoch) * double(o.epochs - epoch));
-      std::fflush(stdout);
+      log.line("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f %%, %.2f s (%s)\n",
+               (long long)(epoch + 1), (long long)o.epochs, train_loss, last.loss, 100.0 * last.accuracy, train_s,
+               hddp::eta(elapsed, (epoch + 1) * steps_per_epoch - start, total_steps - (epoch + 1) * steps_per_epoch).c_str());
       if (stats)
-        *stats << nlohmann::ordered_json{{"type", "epoch"},       {"epoch", epoch},
-                                         {"train_loss", train_loss}, {"test_loss", last.loss},
-                                         {"test_accuracy", last.accuracy}, {"train_s", train_s}}
-                      .dump()
-               << '\n';
+        stats->write({{"type", "epoch"}, {"epoch", epoch + 1}, {"train_loss", train_loss}, {"test_loss", last.loss},
+                      {"test_accuracy", last.accuracy}, {"train_s", train_s}});
     }
+    if (stop && !final_epoch) return stop_together(stopped(stop, (epoch + 1) * steps_per_epoch - 1));
   }
+  log.flush();
 
   if (!env.root()) return 0;
   const std::string dir = o.out + "/";
-  hddp::write_file_atomic(dir + "metrics.csv", metrics_csv(rows));
+  metrics.write_csv(dir + "metrics.csv");
   write_confusion(dir + "confusion.csv", last);
+  int64_t reached = -1;
+  for (size_t r = 0; r < metrics.size() && reached < 0; ++r)
+    if (metrics.at(r, "test_accuracy") >= o.target) reached = int64_t(r);
   std::printf("training: %lld epochs in %.2f s (%.3f s per epoch), %d rank(s) x %d thread(s); test accuracy %.2f %%\n",
               (long long)o.epochs, elapsed, elapsed / double(o.epochs), size, threads, 100.0 * last.accuracy);
   if (!o.checkpoint.empty()) std::printf("checkpoint: %s (continue with --resume and more --epochs)\n", o.checkpoint.c_str());
-  if (reached_epoch > 0)
+  if (reached >= 0)
     std::printf("test accuracy %.1f %% first reached after epoch %lld, %.2f s of training\n", 100.0 * o.target,
-                (long long)reached_epoch, reached_at);
+                (long long)(reached + 1), metrics.at(size_t(reached), "elapsed_train_s"));
   else
     std::printf("test accuracy %.1f %% not reached in %lld epochs\n", 100.0 * o.target, (long long)o.epochs);
   std::printf("wrote %smetrics.csv, %sconfusion.csv\n", dir.c_str(), dir.c_str());
   if (stats) {
-    *stats << nlohmann::ordered_json{{"type", "summary"},        {"ranks", size},
-                                     {"threads", threads},        {"epochs", o.epochs},
-                                     {"train_s", elapsed},        {"epoch_s", elapsed / double(o.epochs)},
-                                     {"test_accuracy", last.accuracy}, {"target_accuracy", o.target},
-                                     {"target_epoch", reached_epoch}, {"target_train_s", reached_at}}
-                  .dump()
-           << '\n';
+    stats->write({{"type", "summary"}, {"ranks", int64_t(size)}, {"threads", int64_t(threads)}, {"epochs", o.epochs},
+                  {"train_s", elapsed}, {"epoch_s", elapsed / double(o.epochs)}, {"test_accuracy", last.accuracy},
+                  {"target_accuracy", o.target}, {"target_epoch", reached >= 0 ? reached + 1 : int64_t(-1)},
+                  {"target_train_s", reached >= 0 ? metrics.at(size_t(reached), "elapsed_train_s") : -1.0}});
     stats->close();
-    HDDP_CHECK(!stats->fail(), "--stats-json: error writing '" << o.stats_json << "'");
   }
   if (!o.export_path.empty()) {
-    std::string l;
-    for (const hddp::LayerSpec& s : layers) l += (l.empty() ? "" : " -> ") + s.name();
     hddp::save_weights(o.export_path, model.arena(),
-                       {{"format", "pt"}, {"hddp.layers", l}, {"hddp.input", "x / 255, 28 x 28 row-major"},
+                       {{"format", "pt"}, {"hddp.layers", model.describe()}, {"hddp.input", "x / 255, 1 x 28 x 28 (NCHW)"},
                         {"hddp.test_accuracy", std::to_string(last.accuracy)}});
     std::printf("exported the weights to %s (safetensors)\n", o.export_path.c_str());
   }
   if (o.plot) {
-    if (!hddp::gnuplot::available()) {
+    if (!hddp::gnuplot_available()) {
       std::fprintf(stderr, "warning: gnuplot not found (HDDP_GNUPLOT or PATH); training.pdf not drawn (metrics.csv "
                            "holds the results). Install it (Debian: apt-get install gnuplot-nox) or pass --no-plot.\n");
     } else {
-      plot_training(dir + "training.pdf", rows, size);
+      plot_training(dir + "training.pdf", metrics, size);
       std::printf("plotted the curves to %straining.pdf\n", dir.c_str());
     }
   }
@@ -481,15 +422,15 @@ int main(int argc, char** argv) {
   hddp::drivers::Parsed p{"mnist_train"};
   try {
     p.source_hash = hddp::cli::parse(app, argc - 1, argv + 1);
+    hddp::cli::check_options(app, o, o);
   } catch (const hddp::cli::UsageError& e) {
     p.error = e.what();
   }
   p.help = o.help, p.thread_level = hddp::required_thread_level(o.mode);
   if (p.help) p.help_text = app.help();
   const auto checks = [&](const Env& env) {
-    if (o.resume && o.checkpoint.empty()) return std::string("--resume needs --checkpoint FILE");
     std::string err = hddp::drivers::check_out_dir(env, o.out);
-    for (const std::string* path : {&o.stats_json, &o.export_path, &o.checkpoint}) {
+    for (const std::string* path : {&o.stats_json, &o.export_path}) {
       const size_t slash = path->find_last_of('/');
       const std::string d = slash == std::string::npos ? "." : path->substr(0, slash + 1);
       if (err.empty() && !path->empty() && env.root() && access(d.c_str(), W_OK | X_OK) != 0)
@@ -498,5 +439,8 @@ int main(int argc, char** argv) {
     }
     return err;
   };
-  return hddp::drivers::driver_main(p, &argc, &argv, checks, [&](Env& env) { return run(env, o); });
+  return hddp::drivers::driver_main(p, &argc, &argv, checks, [&](Env& env) {
+    hddp::install_stop_handlers();  // after MPI_Init, so nothing Open MPI installs can replace them
+    return run(env, o);
+  });
 }

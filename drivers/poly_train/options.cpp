@@ -1,5 +1,7 @@
 #include "poly_train/options.h"
 
+#include <hddp/train/exit_code.h>
+
 #include "common/options.h"
 
 namespace poly {
@@ -22,7 +24,7 @@ CLI::Validator inject_spec() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
         const size_t colon = v.find(':');
-        std::string epoch = v.substr(0, colon), err = integer(0, kMaxEpochs)(epoch);
+        std::string epoch = v.substr(0, colon), err = integer(1, kMaxEpochs)(epoch);
         if (!err.empty()) return "epoch: " + err;
         if (colon == std::string::npos) return "";
         std::string rank = v.substr(colon + 1);
@@ -57,40 +59,27 @@ const char* const kFooter =
     "NaN or Inf in a rank's loss or gradients: all ranks stop with the epoch and rank, the\n"
     "last checkpoint is kept, exit 3.\n"
     "\n"
-    "Epochs are counted from 0 in messages and loss lines (loss.csv counts from 1).\n"
-    "Exit codes: 0 done; 1 runtime error (the failing rank's message, then MPI_Abort ends all\n"
-    "ranks); 2 bad command line or unusable checkpoint (nothing trained, nothing written);\n"
-    "3 NaN/Inf in the loss or gradients; 4 stall (--timeout: a rank did not arrive); 75 stopped\n"
-    "by SIGTERM/SIGUSR1 after writing the checkpoint (EX_TEMPFAIL: resume later;\n"
-    "slurm/run.sbatch requeues itself).";
+    "Epochs are counted from 1 in messages and in loss.csv; the tutorial's own loss lines\n"
+    "(\"epoch 900, loss = ...\") keep its count from 0.\n";
 
 // Every option of poly_train: one CLI11 call each, its check beside it. Checks that involve
 // several options are in parse_options.
 void define_options(CLI::App& app, Options& o) {
-  using hddp::GemmBackend, hddp::ReduceMode;
+  using hddp::GemmBackend;
   const Options d;
   std::string desc(kDescription);
   desc.replace(desc.find("%s"), 2, app.get_name());
-  hddp::cli::house_style(app, desc, kFooter, 33, o.help,
+  hddp::cli::house_style(app, desc, kFooter + hddp::exit_codes_help(), 33, o.help,
                          "read options from FILE (TOML/INI, `key = value`, keys the long\n"
                          "options without dashes); the command line overrides it");
 
+  hddp::cli::add_training_options(app, o, kMaxEpochs, "samples per rank per epoch (one step)");
   std::string g = "Training";
-  app.add_option("--epochs", o.epochs, "epochs (one step each)")->check(integer(1, kMaxEpochs))->type_name("N")->group(g);
-  app.add_option("--batch-size", o.batch_size, "samples per rank per epoch")
-      ->check(integer(1, int64_t(1) << 24))->type_name("N")->group(g);
-  app.add_option("--lr", o.lr, "learning rate")->check(positive())->type_name("X")->group(g);
-  app.add_option("--optimizer", o.optimizer, "adam | sgd")
-      ->transform(one_of({OptimizerKind::Adam, OptimizerKind::Sgd}))->default_str(to_string(d.optimizer))->type_name("NAME")->group(g);
-  app.add_option("--momentum", o.momentum, "SGD momentum")
-      ->check(number_where([](double x) { return x >= 0 && x < 1; }, "in [0, 1)"))->type_name("X")->group(g);
   app.add_option("--function", o.function, "poly | griewank (1 + x^2/4000 - cos x)")
       ->transform(one_of({Function::Poly, Function::Griewank}))->default_str(to_string(d.function))->type_name("NAME")->group(g);
   // In a config file also a TOML array (hidden = [64, 64]).
   app.add_option("--hidden", o.hidden, "hidden widths; tanh between hidden layers")
       ->delimiter(',')->check(integer(1, int64_t(1) << 16))->default_str("20")->type_name("W[,W...]")->group(g);
-  app.add_option("--seed", o.seed, "seed of weights and samples")
-      ->check(integer(0, INT64_MAX))->type_name("N")->group(g);
   app.add_option("--sampling", o.sampling, "per-rank: each rank draws its own batch (stream seed, rank);\n"
                                            "sharded: all draw one global batch of batch-size x P and each\n"
                                            "takes its slice, so the result does not depend on P")
@@ -119,53 +108,12 @@ void define_options(CLI::App& app, Options& o) {
                                    "must match the model (--hidden)")
       ->check(non_empty())->type_name("FILE")->group(g);
 
-  g = "Parallelism";
-  app.add_option("--threads", o.threads, "OpenMP threads per rank; 0: OMP_NUM_THREADS, else\n"
-                                         "SLURM_CPUS_PER_TASK, else this node's cores divided among its ranks")
-      ->check(integer(0, 4096))->type_name("N")->group(g);
-  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB, or auto: chosen at start to minimise the\n"
-                                              "predicted exposed communication, from an allreduce timing fit\n"
-                                              "(alpha + beta bytes) and the backward time per layer of a warm-up\n"
-                                              "step; rank 0 prints the caps. They come from a measurement, so a\n"
-                                              "resumed run may not be bitwise the one it continues")
-      ->transform(or_auto(positive()))->default_str("25")->type_name("X|auto")->group(g);
-  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB, or auto (with --bucket-mb auto)")
-      ->transform(or_auto(positive()))->default_str("1")->type_name("X|auto")->group(g);
-  app.add_option("--reduce-mode", o.mode, "how gradient buckets are reduced: blocking (one MPI_Allreduce per\n"
-                                          "bucket after backward), test (MPI_Iallreduce during backward,\n"
-                                          "progressed by MPI_Test from the compute thread) or thread (the same,\n"
-                                          "progressed by a helper thread)")
-      ->transform(one_of({ReduceMode::Blocking, ReduceMode::Test, ReduceMode::Thread}))
-      ->default_str(hddp::to_string(d.mode))->type_name("MODE")->group(g);
+  hddp::cli::add_parallel_options(app, o);
   app.add_option("--gemm", o.gemm, "blocked | openblas | naive [HDDP_GEMM or blocked]")
-      ->transform(one_of({GemmBackend::Blocked, GemmBackend::OpenBLAS, GemmBackend::Naive}))->default_str("")->type_name("NAME")->group(g);
-
-  g = "Checkpoints and faults";
-  app.add_option("--checkpoint", o.checkpoint, "write a checkpoint (parameters, optimizer state, every rank's sampling\n"
-                                               "RNG, epoch, loss history) to FILE atomically at the end, every\n"
-                                               "--checkpoint-every epochs, and on SIGTERM/SIGUSR1. An existing FILE\n"
-                                               "is never replaced without --resume")
-      ->check(non_empty())->type_name("FILE")->group(g);
-  app.add_option("--checkpoint-every", o.checkpoint_every, "also every N epochs (0: only at the end and on a signal)")
-      ->check(integer(0, INT64_MAX))->type_name("N")->group(g);
-  app.add_flag("--resume", o.resume, "continue from --checkpoint FILE up to --epochs (a total); start from\n"
-                                     "scratch if FILE does not exist yet. Bitwise the run that was\n"
-                                     "interrupted; a checkpoint of another run (rank count, layers,\n"
-                                     "optimizer, lr, batch size, sampling, function, seed) is refused")->group(g);
-  app.add_option("--check-every", o.check_every, "the ranks agree on signals and NaN/Inf every N epochs\n"
-                                                 "(0: about every 5 ms of training)")
-      ->check(integer(0, kMaxEpochs))->type_name("N")->group(g);
-  // Below a second, a roll call's grace (min(5 s, timeout)) would be shorter than a busy
-  // machine's scheduling delays, and a healthy job could be taken for a stalled one.
-  app.add_option("--timeout", o.timeout, "stall watchdog: when a collective of a step (a bucket allreduce, the\n"
-                                         "ranks' agreement, a checkpoint gather) has waited this long, the\n"
-                                         "waiting ranks name the ranks that did not arrive (rank, node, epoch,\n"
-                                         "bucket) and the job ends with exit code 4; the last checkpoint is\n"
-                                         "kept. 0 turns it off, else 1 to 10000000. With it, --reduce-mode\n"
-                                         "blocking runs each bucket as MPI_Iallreduce (libnbc's rabenseifner)\n"
-                                         "instead of MPI_Allreduce: with 3+ ranks the sums may round\n"
-                                         "differently than with --timeout 0")
-      ->check(number_where([](double x) { return x == 0 || (x >= 1 && x <= 1e7); }, "0 (off) or in [1, 10000000]"))->type_name("SECONDS")->group(g);
+      ->transform(one_of({GemmBackend::Blocked, GemmBackend::OpenBLAS, GemmBackend::Naive}))->default_str("")
+      ->type_name("NAME")->group("Parallelism");
+  hddp::cli::add_checkpoint_options(app, o, "parameters, optimizer state, every rank's sampling\n"
+                                            "RNG, epoch, loss history");
 
   g = "Debugging (tests)";
   app.add_option_function<std::string>("--debug-inject-nan", [&o](const std::string& v) { o.inject_nan = to_inject(v); },
@@ -180,7 +128,6 @@ void define_options(CLI::App& app, Options& o) {
 
 }  // namespace
 
-const char* to_string(OptimizerKind k) { return k == OptimizerKind::Sgd ? "sgd" : "adam"; }
 const char* to_string(Sampling s) { return s == Sampling::Sharded ? "sharded" : "per-rank"; }
 
 Options parse_options(int argc, const char* const* argv) {
@@ -190,9 +137,7 @@ Options parse_options(int argc, const char* const* argv) {
   o.source_hash = hddp::cli::parse(app, argc, argv, {{"--no-overlap", "--reduce-mode blocking"},
                                                      {"--progress", "--reduce-mode test|thread"}});
   auto fail = [](const std::string& m) { throw UsageError(m); };
-  if (!o.first_bucket_mb && o.bucket_mb) fail("--first-bucket-mb auto: needs --bucket-mb auto");
-  if (o.checkpoint_every > 0 && o.checkpoint.empty()) fail("--checkpoint-every: needs --checkpoint FILE");
-  if (o.resume && o.checkpoint.empty()) fail("--resume: needs --checkpoint FILE (the file to continue from)");
+  hddp::cli::check_options(app, o, o);
   if (o.resume && !o.init.empty()) fail("--init: not with --resume (a resumed run continues from its checkpoint's parameters)");
   return o;
 }

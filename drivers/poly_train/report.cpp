@@ -1,24 +1,22 @@
 #include "poly_train/report.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <gnuplot-iostream.h>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include <hddp/core/util.h>
-#include "common/gnuplot.h"
-#include "common/line_log.h"
+#include <hddp/train/line_log.h>
+#include <hddp/train/plot.h>
+#include <hddp/train/run_log.h>
 #include <hddp/kernels/gemm.h>
 #include <hddp/kernels/check.h>
+#include <hddp/train/run_file.h>
 
 namespace poly {
 namespace {
@@ -28,12 +26,12 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 // The per-epoch lines (stdout, every rank) and rank 0's progress lines (stderr): they never
 // block training, so a launcher that stops reading cannot keep the ranks from a signal's
-// checkpoint (drivers/common/line_log.h). Flushed, blocking, once training is over.
-hddp::drivers::LineLog g_log(stdout), g_progress(stderr);
+// checkpoint (train/line_log.h). Flushed, blocking, once training is over.
+hddp::LineLog g_log(stdout), g_progress(stderr);
 
 // --stats-json on rank 0: JSON lines, every one with "schema" and "type" (progress | summary).
 constexpr const char* kStatsSchema = "hddp.poly_train.stats/1";
-std::unique_ptr<std::ofstream> g_stats;
+std::unique_ptr<hddp::JsonLines> g_stats;
 
 constexpr int64_t kEvalChunk = 256;  // rows per forward pass of the evaluation
 
@@ -83,21 +81,20 @@ void log_epoch(const hddp::mpi::Env& env, const Options& o, int64_t epoch, float
              env.hostname().c_str());
   if (!env.root()) return;
   const double per = seconds(t_start, Clock::now()) / double(epoch - start + 1);
-  if (g_stats) {
-    const nlohmann::ordered_json j{{"schema", kStatsSchema}, {"type", "progress"}, {"epoch", epoch},
-                                   {"loss", double(loss)},   {"step_s", per}};
-    *g_stats << j.dump() << '\n';  // a regular file: never blocks for long
-  }
+  if (g_stats) g_stats->write({{"schema", kStatsSchema}, {"type", "progress"}, {"epoch", epoch}, {"loss", double(loss)}, {"step_s", per}});
   if (epoch > start)
-    g_progress.line("progress: epoch %lld/%lld (%.0f%%), %.2f us/step, ETA %.1f s\n", (long long)epoch,
-                    (long long)o.epochs, 100.0 * double(epoch) / double(o.epochs), per * 1e6,
-                    per * double(o.epochs - epoch - 1));
+    g_progress.line("progress: epoch %lld/%lld (%.0f%%), %.2f us/step, %s\n", (long long)(epoch + 1),
+                    (long long)o.epochs, 100.0 * double(epoch + 1) / double(o.epochs), per * 1e6,
+                    hddp::eta(per * double(epoch - start + 1), epoch - start + 1, o.epochs - epoch - 1).c_str());
 }
 
 void open_stats(const hddp::mpi::Env& env, const Options& o) {
   if (!env.root() || o.stats_json.empty()) return;
-  g_stats = std::make_unique<std::ofstream>(o.stats_json, std::ios::trunc);
-  HDDP_CHECK(*g_stats, "--stats-json: cannot write '" << o.stats_json << "'");
+  try {
+    g_stats = std::make_unique<hddp::JsonLines>(o.stats_json);
+  } catch (const hddp::Error& e) {
+    throw hddp::Error("--stats-json: " + hddp::user_message(e.what()));
+  }
 }
 
 void flush_logs() { g_log.flush(), g_progress.flush(); }
@@ -138,7 +135,7 @@ void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& r
   const double step_s = trained > 0 ? t.total / double(trained) : 0.0;
   std::printf("training: %lld epochs in %.3f s (%.2f us/step), %d rank(s) x %d thread(s), gemm %s%s\n",
               (long long)trained, t.total, 1e6 * step_s, size, run.threads, hddp::to_string(hddp::gemm_backend()),
-              run.start > 0 ? (", resumed at epoch " + std::to_string(run.start)).c_str() : "");
+              run.start > 0 ? (", resumed after epoch " + std::to_string(run.start)).c_str() : "");
   std::printf("evaluation: mean |f - g| = %.4g, max |f - g| = %.4g over %lld points; wrote %seval.csv, %sloss.csv\n",
               mean_err, max_err, (long long)kEvalPoints, dir.c_str(), dir.c_str());
   const size_t buckets = ddp.reducer().buckets().size();
@@ -173,13 +170,12 @@ void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& r
     for (const hddp::RankPlacement& p : run.placement)
       j["placement"].push_back({{"rank", p.rank}, {"node", p.node}, {"cpus", hddp::cpu_list(p.thread_cpus())},
                                 {"threads", p.threads.size()}, {"pinned", p.pinned()}});
-    *g_stats << j.dump() << '\n';
+    g_stats->write_line(j.dump());
     g_stats->close();
-    HDDP_CHECK(!g_stats->fail(), "--stats-json: error writing '" << o.stats_json << "'");
     g_stats.reset();
   }
   if (o.plot) {
-    if (!hddp::gnuplot::available()) {
+    if (!hddp::gnuplot_available()) {
       std::fprintf(stderr, "warning: gnuplot not found (HDDP_GNUPLOT or PATH); errors.pdf not drawn (the CSVs hold the results). "
                            "Install it (Debian: apt-get install gnuplot-nox) or pass --no-plot.\n");
     } else {
@@ -210,50 +206,25 @@ void write_loss_csv(const std::string& path, const std::vector<std::vector<float
 
 void plot_errors(const std::string& path, const Curve& dense, const Curve& eval, int64_t epochs,
                  double lo, double hi) {
-  const std::string tmp = path + ".tmp";
-  std::vector<std::pair<double, double>> f, g, pts, err, err_pts;
+  hddp::Series f{"f(x)", "with lines lw 2 lc rgb '#1f77b4'", {}}, g{"g(x) (model)", "with lines lw 2 dt 2 lc rgb '#ff7f0e'", {}},
+      pts{"evaluation points", "with points pt 7 ps 0.5 lc rgb '#d62728'", {}},
+      err{"|f - g|", "with lines lw 2 lc rgb '#2ca02c'", {}}, err_pts{"evaluation points", pts.style, {}};
   for (size_t i = 0; i < dense.x.size(); ++i) {
-    f.emplace_back(dense.x[i], dense.f[i]);
-    g.emplace_back(dense.x[i], dense.g[i]);
-    err.emplace_back(dense.x[i], std::fabs(dense.f[i] - dense.g[i]));
+    f.points.emplace_back(dense.x[i], dense.f[i]);
+    g.points.emplace_back(dense.x[i], dense.g[i]);
+    err.points.emplace_back(dense.x[i], std::fabs(dense.f[i] - dense.g[i]));
   }
   for (size_t i = 0; i < eval.x.size(); ++i) {
-    pts.emplace_back(eval.x[i], eval.g[i]);
-    err_pts.emplace_back(eval.x[i], std::fabs(eval.f[i] - eval.g[i]));
+    pts.points.emplace_back(eval.x[i], eval.g[i]);
+    err_pts.points.emplace_back(eval.x[i], std::fabs(eval.f[i] - eval.g[i]));
   }
-  {
-    Gnuplot gp(hddp::gnuplot::command());
-    gp << "set terminal pdfcairo size 11in,4in font 'Sans,10'\n"
-       << "set output '" << tmp << "'\n"
-       << "set multiplot layout 1,2\n"
-       << "set grid\n"
-       << "set key top center\n"
-       << "set xlabel 'x'\n"
-       << "set object 1 rectangle from " << lo << ", graph 0 to " << hi
-       << ", graph 1 behind fillcolor rgb '#dde8f6' fillstyle solid 1.0 noborder\n"
-       << "set title '" << epochs << " epochs of training'\n"
-       << "set ylabel 'y'\n"
-       << "plot '-' with lines lw 2 lc rgb '#1f77b4' title 'f(x)', "
-          "'-' with lines lw 2 dt 2 lc rgb '#ff7f0e' title 'g(x) (model)', "
-          "'-' with points pt 7 ps 0.5 lc rgb '#d62728' title 'evaluation points', "
-          "keyentry with boxes fillcolor rgb '#dde8f6' fillstyle solid border lc rgb '#9fb6d8' title 'training range'\n";
-    gp.send1d(f);
-    gp.send1d(g);
-    gp.send1d(pts);
-    gp << "set title 'Absolute difference between prediction and actual function'\n"
-       << "set ylabel '|f(x) - g(x)|'\n"
-       << "plot '-' with lines lw 2 lc rgb '#2ca02c' title '|f - g|', "
-          "'-' with points pt 7 ps 0.5 lc rgb '#d62728' title 'evaluation points', "
-          "keyentry with boxes fillcolor rgb '#dde8f6' fillstyle solid border lc rgb '#9fb6d8' title 'training range'\n";
-    gp.send1d(err);
-    gp.send1d(err_pts);
-    gp << "unset multiplot\nset output\n";
-  }
-  struct stat st{};
-  HDDP_CHECK(stat(tmp.c_str(), &st) == 0 && st.st_size > 0,
-             "gnuplot did not write '" << tmp << "' (is gnuplot built with the pdfcairo terminal? "
-                                       "Debian: gnuplot-nox)");
-  HDDP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
+  // The training range, shaded, with its key entry.
+  std::ostringstream shade;
+  shade << "set key top center\nset object 1 rectangle from " << lo << ", graph 0 to " << hi
+        << ", graph 1 behind fillcolor rgb '#dde8f6' fillstyle solid 1.0 noborder\n";
+  const std::string key = "keyentry with boxes fillcolor rgb '#dde8f6' fillstyle solid border lc rgb '#9fb6d8' title 'training range'";
+  hddp::plot_pdf(path, {{std::to_string(epochs) + " epochs of training", "x", "y", {f, g, pts}, shade.str(), key},
+                        {"Absolute difference between prediction and actual function", "x", "|f(x) - g(x)|", {err, err_pts}, "", key}});
 }
 
 }  // namespace poly

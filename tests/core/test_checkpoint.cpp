@@ -40,11 +40,12 @@ struct Training {
       adam.step(model.params(), model.grads());
     }
   }
-  TrainState state(int64_t epoch) const {
+  TrainState state(int64_t step) const {
     TrainState st;
-    st.epoch = epoch, st.world_size = 1, st.rng = {data.state()}, st.losses = losses;
+    st.step = step, st.world_size = 1, st.rng = {data.state()};
     st.identity = {{"layers", "tutorial"}, {"lr", "0.01"}};
-    st.records = {{"metrics", std::string("epoch,loss\n1,0.5\n\0binary\xff", 25)}, {"empty", ""}};
+    st.records = {{"metrics", std::string("epoch,loss\n1,0.5\n\0binary\xff", 25)}, {"empty", ""},
+                  {"losses", std::string(reinterpret_cast<const char*>(losses.data()), losses.size() * sizeof(float))}};
     return st;
   }
   std::vector<float> params() const {
@@ -56,7 +57,8 @@ struct Training {
 __attribute__((noinline)) void restore_into(Training& fresh, const Checkpoint& c, const std::string& p) {
   restore_checkpoint(c, p, fresh.model.arena(), fresh.adam);
   fresh.data.set_state(c.state.rng[0]);
-  fresh.losses = c.state.losses;
+  const std::string& l = c.state.records.at("losses");
+  fresh.losses.assign(reinterpret_cast<const float*>(l.data()), reinterpret_cast<const float*>(l.data() + l.size()));
 }
 
 TEST_F(Checkpoints, RoundTripContinuesBitwise) {
@@ -71,11 +73,10 @@ TEST_F(Checkpoints, RoundTripContinuesBitwise) {
   for (bool from_bytes : {false, true}) {
     SCOPED_TRACE(from_bytes ? "parse_checkpoint(bytes)" : "read_checkpoint(path)");
     const Checkpoint c = from_bytes ? parse_checkpoint(read_file(p), p) : read_checkpoint(p);
-    EXPECT_EQ(c.state.epoch, 25);
+    EXPECT_EQ(c.state.step, 25);
     EXPECT_EQ(c.state.world_size, 1);
     ASSERT_EQ(c.state.rng.size(), 1u);
     EXPECT_EQ(c.state.rng[0], first.data.state());
-    EXPECT_EQ(c.state.losses, first.losses);
     EXPECT_EQ(identity_diff(c.state, 1, first.state(25).identity), "");
     EXPECT_EQ(c.state.records, first.state(25).records);  // the driver's records, byte for byte
 
@@ -88,6 +89,20 @@ TEST_F(Checkpoints, RoundTripContinuesBitwise) {
     EXPECT_EQ(resumed.params(), whole.params()) << "a restored run must continue bitwise";
     EXPECT_EQ(resumed.losses, whole.losses);
   }
+}
+
+TEST_F(Checkpoints, NoRngStatesIsAllowed) {
+  Training a;
+  a.train(4);
+  TrainState st = a.state(4);
+  st.rng.clear();  // a program with no per-rank stream
+  const std::string p = path("norng.ckpt");
+  save_checkpoint(p, a.model.arena(), a.adam, st);
+  const Checkpoint c = read_checkpoint(p);
+  EXPECT_TRUE(c.state.rng.empty());
+  EXPECT_EQ(c.state.step, 4);
+  st.rng = {a.data.state(), a.data.state()};  // two states for one rank
+  EXPECT_THROW(save_checkpoint(p, a.model.arena(), a.adam, st), std::invalid_argument);
 }
 
 TEST_F(Checkpoints, AnotherModelIsRefusedAndNothingChanges) {

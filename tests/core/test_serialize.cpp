@@ -16,6 +16,7 @@
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/serialize.h>
+#include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
 #include "tests/common/testing.h"
 

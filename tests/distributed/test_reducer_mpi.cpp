@@ -186,7 +186,7 @@ TEST(Reducer, NoSyncAccumulationEqualsFullBatch) {
           const float* out = model.forward(x + half * 12 * 3, 12);
           std::vector<float> dY(12 * 2);  // d/dY of mean over the full 24 x 2 values
           for (int i = 0; i < 24; ++i) dY[i] = 2.0f * (out[i] - y[half * 24 + i]) / float(24 * 2);
-          ddp.reducer().set_no_sync(half == 0);
+          ddp.set_no_sync(half == 0);
           ddp.backward_from(dY.data());
         }
       }

@@ -75,6 +75,46 @@ if [ "$(cut -d, -f1-4 "$WORK/whole/metrics.csv")" = "$(cut -d, -f1-4 "$WORK/part
 else
   fail "resume differs: $(paste -d' ' "$WORK/whole/metrics.csv" "$WORK/parts/metrics.csv")"
 fi
+# SIGTERM to the ranks (scancel, preemption): every rank finishes its step, rank 0 writes the
+# checkpoint (inside an epoch), all exit 75; --resume then ends bitwise where the run that never
+# stopped ends (metrics but the seconds, exported weights). The ranks are frozen (SIGSTOP) at a
+# moment both have their handler installed (SigCgt in /proc: a state, not a time), before
+# training can have ended (they install it before reading the data), given SIGTERM, let go.
+S=(--limit-train 4000 --limit-test 500 --epochs 2 --no-plot --check-every 1)
+mkdir -p "$WORK/sig-whole" "$WORK/sig"
+"${MPI[@]}" -n 2 "$BIN" "${S[@]}" --out "$WORK/sig-whole" --export "$WORK/sig-whole/w.st" >"$WORK/sig-whole/log" 2>&1 ||
+  fail "signal reference run: $(tail -3 "$WORK/sig-whole/log")"
+"${MPI[@]}" -n 2 "$BIN" "${S[@]}" --out "$WORK/sig" --checkpoint "$WORK/sig/ck" --export "$WORK/sig/w.st" \
+  >"$WORK/sig/log" 2>&1 &
+pid=$!
+handler() { local m; m=$(sed -n 's/^SigCgt:\s*//p' "/proc/$1/status" 2>/dev/null) && [ -n "$m" ] && (( (16#$m >> 14) & 1 )); }
+caught=0
+for _ in $(seq 1 3000); do
+  ranks=$(pgrep -P "$pid" -f mnist_train | tr '\n' ' ')
+  if [ "$(wc -w <<<"$ranks")" -eq 2 ]; then
+    kill -STOP $ranks 2>/dev/null
+    ok=1; for r in $ranks; do handler "$r" || ok=0; done
+    if [ "$ok" -eq 1 ]; then kill -TERM $ranks; kill -CONT $ranks; caught=1; break; fi
+    kill -CONT $ranks 2>/dev/null
+  fi
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.01
+done
+wait "$pid"; rc=$?
+if [ "$caught" -eq 1 ] && [ "$rc" -eq 75 ]; then
+  grep -Eq "^mnist_train: SIGTERM: all ranks stopped after epoch [12] \(step [0-9]+ of 32\); checkpoint '$WORK/sig/ck' written" "$WORK/sig/log" ||
+    fail "no stop message naming the step: $(grep mnist_train: "$WORK/sig/log")"
+  "${MPI[@]}" -n 2 "$BIN" "${S[@]}" --out "$WORK/sig" --checkpoint "$WORK/sig/ck" --resume --export "$WORK/sig/w.st" \
+    >>"$WORK/sig/log" 2>&1 || fail "resume after SIGTERM: $(tail -3 "$WORK/sig/log")"
+  grep -Eq "resumed from '$WORK/sig/ck' (inside epoch [12] \(step [0-9]+ of 32\) of 2 epochs|after epoch 1 of 2)" "$WORK/sig/log" ||
+    fail "no 'resumed' line: $(grep resumed "$WORK/sig/log")"
+  [ "$(cut -d, -f1-4 "$WORK/sig-whole/metrics.csv")" = "$(cut -d, -f1-4 "$WORK/sig/metrics.csv")" ] ||
+    fail "after SIGTERM and resume the metrics differ: $(paste -d' ' "$WORK/sig-whole/metrics.csv" "$WORK/sig/metrics.csv")"
+  cmp -s "$WORK/sig-whole/w.st" "$WORK/sig/w.st" || fail "after SIGTERM and resume the weights differ"
+  pass "SIGTERM -> checkpoint inside the epoch -> 75 -> resume: bitwise the run that never stopped"
+else
+  fail "SIGTERM: caught $caught, exit $rc (expected 75): $(tail -3 "$WORK/sig/log")"
+fi
 head -c 3000 "$WORK/run.ckpt" >"$WORK/cut.ckpt"
 
 # expect_usage NAME RANKS WANT ARGS...: exit 2, WANT in the output, nothing trained.
@@ -138,7 +178,7 @@ expect_usage ckpt-other-run 2 "batch_size: '64' in the checkpoint, '32' now" "${
 expect_usage ckpt-ranks 1 "world size (MPI ranks): 2 in the checkpoint, 1 now" "${C[@]}" --epochs 4 \
   --checkpoint "$WORK/run.ckpt" --resume
 expect_usage ckpt-truncated 2 "is truncated" "${C[@]}" --epochs 4 --checkpoint "$WORK/cut.ckpt" --resume
-expect_usage resume-alone 2 "--resume needs --checkpoint" --resume
+expect_usage resume-alone 2 "--resume: needs --checkpoint" --resume
 if "$BIN" --help >"$WORK/help" 2>&1 && grep -q -- '--data' "$WORK/help" && grep -q -- '--reduce-mode' "$WORK/help"; then
   pass "--help"
 else

@@ -2,7 +2,7 @@
 // tests have no python). Every patch keeps the rest of the file and re-seals the checksum, so
 // the driver sees exactly one defect.
 //
-//   faults_ckpt_tool info FILE                  epoch, world size, identity (read_checkpoint)
+//   faults_ckpt_tool info FILE                  step, world size, identity (read_checkpoint)
 //   faults_ckpt_tool set-version FILE N         header format version := N, re-sealed
 //   faults_ckpt_tool set-meta-u64 FILE KEY N    u64 metadata entry KEY := N, re-sealed
 //   faults_ckpt_tool reseal FILE                recompute the trailing checksum
@@ -16,6 +16,7 @@
 
 #include <hddp/core/checkpoint.h>
 #include <hddp/core/serialize.h>
+#include <hddp/core/util.h>
 
 namespace {
 
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "info" && argc == 3) {
       const hddp::Checkpoint c = hddp::read_checkpoint(argv[2]);
-      std::printf("epoch %lld\nworld_size %d\n", (long long)c.state.epoch, c.state.world_size);
+      std::printf("step %lld\nworld_size %d\n", (long long)c.state.step, c.state.world_size);
       for (const auto& [k, v] : c.state.identity) std::printf("id.%s %s\n", k.c_str(), v.c_str());
       return 0;
     }

@@ -76,8 +76,8 @@ refused "truncated to 10 bytes" "truncated" 0 chop 10 --
 refused "empty file" "not an hddp tensor file" 0 chop 0 --
 refused "trailing byte" "unexpected bytes after the recorded size" 0 append --
 refused "file format version 2" "has format version 2; this build reads version 1" 0 "$TOOL" set-version ck 2 --
-refused "checkpoint version 2" "has checkpoint version 2; this build reads version 1" 3 "$TOOL" set-meta-u64 ck ckpt.version 2 --
-refused "checkpoint epoch beyond its losses" "ckpt.losses" 0 "$TOOL" set-meta-u64 ck ckpt.epoch 301 --
+refused "checkpoint version 1" "has checkpoint version 1; this build reads version 2" 3 "$TOOL" set-meta-u64 ck ckpt.version 1 --
+refused "checkpoint step beyond its losses" "its loss history: 900 losses, expected 3 ranks x 301 epochs" 3 "$TOOL" set-meta-u64 ck ckpt.step 301 --
 refused "another model (--hidden 8)" "different run \(layers: 'Linear\(1, 20\) -> Linear\(20, 1, bias=False\) -> Tanh\(\)' in the checkpoint, 'Linear\(1, 8\) -> Linear\(8, 1, bias=False\) -> Tanh\(\)' now\)" 3 -- --hidden 8
 refused "another optimizer" "optimizer: 'adam' in the checkpoint, 'sgd' now" 3 -- --optimizer sgd
 refused "another sampling" "sampling: 'per-rank' in the checkpoint, 'sharded' now" 3 -- --sampling sharded
@@ -86,7 +86,7 @@ refused "another function" "function: 'poly' in the checkpoint, 'griewank' now" 
 refused "another rank count (2)" "world size \(MPI ranks\): 3 in the checkpoint, 2 now" 2 --
 refused "another rank count (1)" "world size \(MPI ranks\): 3 in the checkpoint, 1 now" 0 --
 refused "another lr and batch size" "lr: .*batch_size|batch_size: .*lr" 3 -- --lr 0.01 --batch-size 16
-refused "past --epochs" "is at epoch 300, past --epochs 200" 3 -- --epochs 200
+refused "past --epochs" "holds 300 epochs done, past this run's 200" 3 -- --epochs 200
 
 # An existing checkpoint without --resume: refused, not overwritten.
 d=$WORK/noresume; mkdir -p "$d/out"; cp "$good/ck" "$d/ck"; before=$(sha256sum <"$d/ck")

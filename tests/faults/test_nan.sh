@@ -21,7 +21,8 @@ expect_nan() {
     || fail "$name: no message naming epoch $e and rank $r"
   grep -q "^\[rank $r\] non-finite value at epoch $e: loss = nan" "$d/log" || fail "$name: rank $r did not report its loss"
   [ -e "$d/eval.csv" ] || [ -e "$d/loss.csv" ] && fail "$name: outputs written after NaN"
-  awk -v e="$e" '/^epoch / { x = $2; sub(",", "", x); if (x + 0 >= e) bad = 1 } END { exit !bad }' "$d/log" \
+  # The tutorial's loss lines count epochs from 0: epoch e is its line e - 1.
+  awk -v e="$e" '/^epoch / { x = $2; sub(",", "", x); if (x + 1 >= e) bad = 1 } END { exit !bad }' "$d/log" \
     && fail "$name: a loss line for epoch >= $e was printed"
 }
 
@@ -33,12 +34,12 @@ cmp -s "$d/ck" "$ref/ck20" || fail "checkpoint-every 10: the checkpoint is not t
 grep -q "the last checkpoint '$d/ck' (20 epochs) is kept" "$d/log" || fail "checkpoint-every 10: message does not name the kept checkpoint"
 pass "NaN on rank 1 at epoch 25, checkpoint of epoch 20 kept"
 
-# 2. NaN right at a checkpoint epoch (29 -> checkpoint of 30 due after it): 25 stays.
+# 2. NaN right at a checkpoint epoch (30: the checkpoint of 30 is due after it): 25 stays.
 d=$WORK/at-ckpt; mkdir -p "$d"
-run3 --epochs 1000 --out "$d" --checkpoint "$d/ck" --checkpoint-every 5 --debug-inject-nan 29:2 >"$d/log" 2>&1; rc=$?
-expect_nan "$d" 29 2 "NaN in the last epoch before a checkpoint"
-cmp -s "$d/ck" "$ref/ck25" || fail "NaN at epoch 29: the checkpoint is not the epoch-25 one"
-pass "NaN on rank 2 at epoch 29 (a checkpoint due after it): epoch-25 checkpoint kept"
+run3 --epochs 1000 --out "$d" --checkpoint "$d/ck" --checkpoint-every 5 --debug-inject-nan 30:2 >"$d/log" 2>&1; rc=$?
+expect_nan "$d" 30 2 "NaN in the epoch a checkpoint is due after"
+cmp -s "$d/ck" "$ref/ck25" || fail "NaN at epoch 30: the checkpoint is not the epoch-25 one"
+pass "NaN on rank 2 at epoch 30 (a checkpoint due after it): epoch-25 checkpoint kept"
 
 # 3. Resumed from a good checkpoint, NaN before the next checkpoint: the file is unchanged.
 d=$WORK/resumed; mkdir -p "$d"
@@ -50,15 +51,15 @@ expect_nan "$d" 40 0 "resumed"
 pass "NaN after a resume: the checkpoint is unchanged"
 
 # 4. Rare agreement (--check-every 50): averaged gradients are NaN on every rank at once, so
-# the ranks still agree at the very epoch; and a single rank, epoch 0.
+# the ranks still agree at the very epoch; and a single rank, epoch 1.
 d=$WORK/rare; mkdir -p "$d"
 run3 --epochs 1000 --out "$d" --check-every 50 --debug-inject-nan 7:1 >"$d/log" 2>&1; rc=$?
 expect_nan "$d" 7 1 "--check-every 50"
 pass "NaN detected at its epoch with --check-every 50"
 d=$WORK/single; mkdir -p "$d"
-timeout 60 "$BIN" --no-plot --epochs 100 --out "$d" --debug-inject-nan 0 >"$d/log" 2>&1; rc=$?
-expect_nan "$d" 0 0 "1 rank"
-pass "NaN on a single rank at epoch 0"
+timeout 60 "$BIN" --no-plot --epochs 100 --out "$d" --debug-inject-nan 1 >"$d/log" 2>&1; rc=$?
+expect_nan "$d" 1 0 "1 rank"
+pass "NaN on a single rank at epoch 1"
 
 # 5. --debug-inject-nan naming a rank that does not exist: a usage error.
 out=$(run3 --epochs 10 --out "$WORK" --debug-inject-nan 3:7 2>&1); rc=$?

@@ -69,7 +69,7 @@ one_case() {
   grep -q "^epoch 10000000\|training:" "$d/int/log" && fail "$name: the run was not stopped"
   local info
   info=$("$TOOL" info "$d/int/ck") || { fail "$name: checkpoint unreadable: $info"; return; }
-  [ "$(sed -n 's/^epoch //p' <<<"$info")" = "$stop" ] || fail "$name: checkpoint epoch differs from the message ($stop): $info"
+  [ "$(sed -n 's/^step //p' <<<"$info")" = "$stop" ] || fail "$name: checkpoint epoch differs from the message ($stop): $info"
   [ "$stop" -gt 1000 ] || fail "$name: stopped at epoch $stop, before the first progress line (epoch 1000)"
   echo "  $name: stopped after $stop epochs, exit $rc, $ms ms after the signal"
 
@@ -79,7 +79,7 @@ one_case() {
   cp "$d/int/ck" "$d/res/ck"
   "${plain[@]}" "${common[@]}" --epochs "$total" --out "$d/res" --checkpoint "$d/res/ck" --resume >"$d/res/log" 2>&1 \
     || { fail "$name: resume exited $?"; return; }
-  grep -q "resumed from '$d/res/ck' at epoch $stop of $total" "$d/res/log" || fail "$name: no 'resumed from' line"
+  grep -q "resumed from '$d/res/ck' after epoch $stop of $total" "$d/res/log" || fail "$name: no 'resumed from' line"
   "${plain[@]}" "${common[@]}" --epochs "$total" --out "$d/ref" --checkpoint "$d/ref/ck" >"$d/ref/log" 2>&1 \
     || { fail "$name: reference run exited $?"; return; }
   cmp -s "$d/res/ck" "$d/ref/ck" || fail "$name: final checkpoint differs from the uninterrupted run's"

@@ -135,10 +135,10 @@ grep -q "^run.sbatch: poly_train checkpointed to $out/hddp-poly.ckpt and stopped
   || fail "no requeue line"
 grep -q "^restart 1 of job $job" "$log" || fail "the job did not run a second time"
 seen="${HDDP_IMAGE:+/mnt/out}"   # the submit directory as the driver sees it (inside a Charliecloud image)
-grep -q "^poly_train: resumed from '${seen:-$out}/hddp-poly.ckpt' at epoch $stop of $EPOCHS" "$log" || fail "the second run did not resume at epoch $stop"
-grep -q "^training: $((EPOCHS - ${stop:-0})) epochs in .*resumed at epoch $stop" "$log" || fail "the second run did not train the rest"
+grep -q "^poly_train: resumed from '${seen:-$out}/hddp-poly.ckpt' after epoch $stop of $EPOCHS" "$log" || fail "the second run did not resume after epoch $stop"
+grep -q "^training: $((EPOCHS - ${stop:-0})) epochs in .*resumed after epoch $stop" "$log" || fail "the second run did not train the rest"
 info=$("$TOOL" info "$out/hddp-poly.ckpt") || fail "final checkpoint unreadable"
-[ "$(sed -n 's/^epoch //p' <<<"$info")" = "$EPOCHS" ] || fail "final checkpoint is not at epoch $EPOCHS: $info"
+[ "$(sed -n 's/^step //p' <<<"$info")" = "$EPOCHS" ] || fail "final checkpoint is not at epoch $EPOCHS: $info"
 echo "  job $job: stopped after ${stop:-?} epochs, requeued, resumed, finished"
 
 # The same run, uninterrupted, outside Slurm.

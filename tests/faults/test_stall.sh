@@ -69,7 +69,7 @@ stop_case() {
   cp "$d/int/ck" "$d/res/ck"
   "${MPI[@]}" -n 3 "$BIN" "${common[@]}" --epochs $((E0 + 1000)) --out "$d/res" --checkpoint "$d/res/ck" --resume \
     >"$d/res/log" 2>&1 || { fail "$name: resume exited $?"; return; }
-  grep -q "resumed from '$d/res/ck' at epoch $E0 of $((E0 + 1000))" "$d/res/log" || fail "$name: no 'resumed from' line"
+  grep -q "resumed from '$d/res/ck' after epoch $E0 of $((E0 + 1000))" "$d/res/log" || fail "$name: no 'resumed from' line"
   cmp -s "$d/res/ck" "$WORK/ref/ck" || fail "$name: final checkpoint differs from the uninterrupted run's"
   cmp -s "$d/res/eval.csv" "$WORK/ref/eval.csv" || fail "$name: eval.csv differs from the uninterrupted run's"
   cmp -s "$d/res/loss.csv" "$WORK/ref/loss.csv" || fail "$name: loss.csv differs from the uninterrupted run's"

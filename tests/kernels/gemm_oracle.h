@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_backends.h>
 
 namespace hddp::test {
 

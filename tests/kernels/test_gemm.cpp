@@ -15,6 +15,7 @@
 
 #include "gemm_oracle.h"
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_backends.h>
 #include <hddp/kernels/gemm_ukernel.h>
 
 using namespace hddp;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_backends.h>
 #include <hddp/kernels/gemm_config.h>
 #include <hddp/kernels/gemm_ukernel.h>
 

@@ -24,7 +24,7 @@
 #include <cstdio>
 #include <string>
 
-namespace hddp::drivers {
+namespace hddp {
 
 class LineLog {
  public:
@@ -99,4 +99,4 @@ class LineLog {
   long dropped_ = 0;
 };
 
-}  // namespace hddp::drivers
+}  // namespace hddp

@@ -1,0 +1,111 @@
+#include "common/run_options.h"
+
+#include <cstdio>
+
+namespace hddp::cli {
+namespace {
+
+std::string exact(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// The names of `values` (their to_string) for one_of: one spelling, kept by the enum.
+template <class E>
+CLI::Validator named(std::initializer_list<E> values) {
+  std::vector<std::pair<std::string, E>> v;
+  for (E e : values) v.emplace_back(to_string(e), e);
+  return one_of(v);
+}
+
+}  // namespace
+
+const char* to_string(OptimizerKind k) { return k == OptimizerKind::Sgd ? "sgd" : "adam"; }
+
+void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs, const std::string& batch_help) {
+  const std::string g = "Training";
+  app.add_option("--epochs", o.epochs, "epochs (counted from 1 in messages)")->check(integer(1, max_epochs))->type_name("N")->group(g);
+  app.add_option("--batch-size", o.batch_size, batch_help)->check(integer(1, int64_t(1) << 24))->type_name("N")->group(g);
+  app.add_option("--lr", o.lr, "learning rate")->check(positive())->type_name("X")->group(g);
+  app.add_option("--optimizer", o.optimizer, "adam | sgd")
+      ->transform(named({OptimizerKind::Adam, OptimizerKind::Sgd}))->default_str(to_string(o.optimizer))->type_name("NAME")->group(g);
+  app.add_option("--momentum", o.momentum, "SGD momentum")
+      ->check(number_where([](double x) { return x >= 0 && x < 1; }, "in [0, 1)"))->type_name("X")->group(g);
+  app.add_option("--seed", o.seed, "seed of the weights and the samples")->check(integer(0, INT64_MAX))->type_name("N")->group(g);
+}
+
+void add_parallel_options(CLI::App& app, ParallelOptions& o) {
+  const std::string g = "Parallelism";
+  app.add_option("--threads", o.threads, "OpenMP threads per rank; 0: OMP_NUM_THREADS, else\n"
+                                         "SLURM_CPUS_PER_TASK, else this node's cores divided among its ranks")
+      ->check(integer(0, 4096))->type_name("N")->group(g);
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB, or auto: chosen at start to minimise the\n"
+                                              "predicted exposed communication, from an allreduce timing fit\n"
+                                              "(alpha + beta bytes) and the backward time per layer of a warm-up\n"
+                                              "step; rank 0 prints the caps. They come from a measurement, so a\n"
+                                              "resumed run may not be bitwise the one it continues")
+      ->transform(or_auto(positive()))->default_str(o.bucket_mb ? std::to_string(int(*o.bucket_mb)) : "auto")
+      ->type_name("X|auto")->group(g);
+  app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB, or auto (with --bucket-mb auto)")
+      ->transform(or_auto(positive()))->default_str(o.first_bucket_mb ? std::to_string(int(*o.first_bucket_mb)) : "auto")
+      ->type_name("X|auto")->group(g);
+  app.add_option("--reduce-mode", o.mode, "how gradient buckets are reduced: blocking (one MPI_Allreduce per\n"
+                                          "bucket after backward), test (MPI_Iallreduce during backward,\n"
+                                          "progressed by MPI_Test from the compute thread) or thread (the same,\n"
+                                          "progressed by a helper thread)")
+      ->transform(named({ReduceMode::Blocking, ReduceMode::Test, ReduceMode::Thread}))
+      ->default_str(hddp::to_string(o.mode))->type_name("MODE")->group(g);
+  app.add_option("--timeout", o.timeout, "stall watchdog: when a collective of a step (a bucket allreduce, the\n"
+                                         "ranks' agreement, a checkpoint gather) has waited this long, the\n"
+                                         "waiting ranks name the ranks that did not arrive (rank, node, epoch,\n"
+                                         "bucket) and the job ends with exit code 4; the last checkpoint is\n"
+                                         "kept. 0 turns it off, else 1 to 10000000. With it, --reduce-mode\n"
+                                         "blocking runs each bucket as MPI_Iallreduce (libnbc's rabenseifner)\n"
+                                         "instead of MPI_Allreduce: with 3+ ranks the sums may round\n"
+                                         "differently than with --timeout 0")
+      ->check(number_where([](double x) { return x == 0 || (x >= 1 && x <= 1e7); }, "0 (off) or in [1, 10000000]"))
+      ->type_name("SECONDS")->group(g);
+}
+
+void add_checkpoint_options(CLI::App& app, CheckpointOptions& o, const std::string& contents) {
+  const std::string g = "Checkpoints and faults";
+  app.add_option("--checkpoint", o.checkpoint, "write a checkpoint (" + contents + ")\n"
+                                               "to FILE atomically at the end, every --checkpoint-every epochs,\n"
+                                               "and on SIGTERM/SIGUSR1. An existing FILE is never replaced\n"
+                                               "without --resume")
+      ->check(non_empty())->type_name("FILE")->group(g);
+  app.add_option("--checkpoint-every", o.checkpoint_every, "also every N epochs (0: only at the end and on a signal)")
+      ->check(integer(0, INT64_MAX))->type_name("N")->group(g);
+  app.add_flag("--resume", o.resume, "continue from --checkpoint FILE up to --epochs (a total); start from\n"
+                                     "scratch if FILE does not exist yet. Bitwise the run that was\n"
+                                     "interrupted; a checkpoint of another run (rank count, model,\n"
+                                     "optimizer and its settings, batch size, data, seed) is refused")->group(g);
+  app.add_option("--check-every", o.check_every, "the ranks agree on signals and NaN/Inf every N steps\n"
+                                                 "(0: about every 5 ms of training)")
+      ->check(integer(0, int64_t(1) << 40))->type_name("N")->group(g);
+}
+
+void check_options(const CLI::App& app, const ParallelOptions& p, const CheckpointOptions& c) {
+  auto fail = [](const std::string& m) { throw UsageError(m); };
+  if (!p.first_bucket_mb && p.bucket_mb) fail("--first-bucket-mb auto: needs --bucket-mb auto");
+  if (app.get_option("--checkpoint-every")->count() > 0 && c.checkpoint.empty())  // given, not a default
+    fail("--checkpoint-every: needs --checkpoint FILE");
+  if (c.resume && c.checkpoint.empty()) fail("--resume: needs --checkpoint FILE (the file to continue from)");
+}
+
+std::unique_ptr<Optimizer<float>> make_optimizer(const TrainingOptions& o, int64_t n) {
+  if (o.optimizer == OptimizerKind::Adam) return std::make_unique<Adam<float>>(n, AdamHyper{.lr = o.lr});
+  return std::make_unique<SGD<float>>(n, SgdHyper{.lr = o.lr, .momentum = o.momentum});
+}
+
+std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
+  std::map<std::string, std::string> id{{"optimizer", to_string(o.optimizer)},
+                                        {"lr", exact(o.lr)},
+                                        {"batch_size", std::to_string(o.batch_size)},
+                                        {"seed", std::to_string(o.seed)}};
+  if (o.optimizer == OptimizerKind::Sgd) id["momentum"] = exact(o.momentum);
+  return id;
+}
+
+}  // namespace hddp::cli

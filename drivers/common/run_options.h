@@ -1,0 +1,66 @@
+#pragma once
+// The option groups every driver shares, each option defined once with its check: training,
+// parallelism, checkpoints. A driver sets its own defaults in the structs before adding them
+// (poly_train: 1000 epochs of 32 samples; mnist_train: 10 epochs of 64), and adds its own
+// options beside them. What they mean is the same in every driver:
+//   --epochs N            epochs, counted from 1 in every message
+//   --checkpoint-every N  epochs between checkpoints; 0: only at the end and on a signal
+//   --timeout S           0 (off) or [1, 1e7]: below a second a roll call's grace would be
+//                         shorter than a busy machine's scheduling delays
+//   --bucket-mb X|auto    auto: chosen at start from a measurement (bucket_autosize.h)
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <hddp/core/optim.h>
+#include <hddp/distributed/reducer.h>
+#include "common/options.h"
+
+namespace hddp::cli {
+
+enum class OptimizerKind { Adam, Sgd };
+const char* to_string(OptimizerKind k);  // "adam" | "sgd"
+
+struct TrainingOptions {
+  int64_t epochs = 10;
+  int64_t batch_size = 64;  // samples per rank per step
+  double lr = 1e-3;
+  OptimizerKind optimizer = OptimizerKind::Adam;
+  double momentum = 0.9;    // sgd only
+  uint64_t seed = 0;
+};
+
+struct ParallelOptions {
+  int threads = 0;  // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this node's cores / its ranks
+  std::optional<double> bucket_mb = 25, first_bucket_mb = 1;  // MiB; none: "auto"
+  ReduceMode mode = ReduceMode::Test;
+  double timeout = 300;     // the stall watchdog's seconds; 0: off
+};
+
+struct CheckpointOptions {
+  std::string checkpoint;       // "" : none
+  int64_t checkpoint_every = 0; // epochs; 0: only at the end and on a signal
+  bool resume = false;
+  int64_t check_every = 0;      // steps between the ranks' agreement on signals and NaN; 0: ~5 ms
+};
+
+// "Training": --epochs --batch-size --lr --optimizer --momentum --seed. `batch_help` says what a
+// batch is in this driver.
+void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs, const std::string& batch_help);
+// "Parallelism": --threads --bucket-mb --first-bucket-mb --reduce-mode --timeout.
+void add_parallel_options(CLI::App& app, ParallelOptions& o);
+// "Checkpoints and faults": --checkpoint --checkpoint-every --resume --check-every. `contents`
+// says what the checkpoint holds in this driver.
+void add_checkpoint_options(CLI::App& app, CheckpointOptions& o, const std::string& contents);
+// The checks across options of these groups, after parsing into `app`; throws UsageError.
+void check_options(const CLI::App& app, const ParallelOptions& p, const CheckpointOptions& c);
+
+// The optimizer the options ask for, over n values.
+std::unique_ptr<Optimizer<float>> make_optimizer(const TrainingOptions& o, int64_t n);
+// What a resumed checkpoint must match of these options: optimizer and its settings, batch
+// size, seed (each driver adds its own: the model, the data...).
+std::map<std::string, std::string> identity_of(const TrainingOptions& o);
+
+}  // namespace hddp::cli

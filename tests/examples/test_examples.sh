@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# examples/ built against the installed package (test_install's prefix) and run on 2 ranks:
+#   custom_layer    its gradients against finite differences, then trained data-parallel;
+#   csv_regression  a CSV file generated here: trained (metrics.csv, loss.pdf); stopped by
+#                   SIGUSR1 (exit 75) and resumed, ending with the weights of the run that never
+#                   stopped; a malformed CSV and a missing column: exit 2 on every rank, nothing
+#                   written.
+# Usage: test_examples.sh <source dir> <install prefix> <mpiexec> <scratch dir>
+set -uo pipefail
+SRC=$1 PREFIX=$2 MPIEXEC=$3 WORK=$4
+rm -rf "$WORK"; mkdir -p "$WORK"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+MPI=("$MPIEXEC" --oversubscribe --bind-to none --timeout 240)
+failed=0
+fail() { echo "FAIL: $*" >&2; failed=1; }
+cmake -S "$SRC/examples" -B "$WORK/build" -DCMAKE_PREFIX_PATH="$PREFIX" >"$WORK/cfg.log" 2>&1 || { cat "$WORK/cfg.log"; exit 1; }
+cmake --build "$WORK/build" -j 2 >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+B=$WORK/build
+
+"${MPI[@]}" -n 2 "$B/custom_layer" >"$WORK/custom.log" 2>&1 || fail "custom_layer exited $?: $(cat "$WORK/custom.log")"
+grep -q "largest gradient error" "$WORK/custom.log" && grep -q "2 rank(s), loss" "$WORK/custom.log" || fail "custom_layer's report: $(cat "$WORK/custom.log")"
+
+# 600 rows of 8 features and a target that is a smooth function of them.
+awk 'BEGIN { srand(5); print "a,b,c,d,e,f,g,h,price";
+  for (i = 0; i < 600; i++) { s = 0; line = "";
+    for (j = 0; j < 8; j++) { v = rand() * 2 - 1; s += (j + 1) * v * v; line = line sprintf("%.6f,", v) }
+    print line sprintf("%.6f", s) } }' >"$WORK/data.csv"
+run() { "${MPI[@]}" -n 2 "$B/csv_regression" "$@"; }
+mkdir -p "$WORK/whole" "$WORK/part"
+run "$WORK/data.csv" price "$WORK/whole" 30 "$WORK/whole/ck" >"$WORK/whole/log" 2>&1 || fail "csv_regression exited $?: $(tail -5 "$WORK/whole/log")"
+[ "$(wc -l <"$WORK/whole/metrics.csv")" -eq 31 ] || fail "metrics.csv has $(wc -l <"$WORK/whole/metrics.csv") lines, expected 31"
+awk -F, 'NR == 2 { a = $2 } END { exit !(NR == 31 && $2 < 0.5 * a) }' "$WORK/whole/metrics.csv" || fail "the MSE did not halve: $(sed -n '2p;$p' "$WORK/whole/metrics.csv")"
+[ -s "$WORK/whole/loss.pdf" ] || fail "no loss.pdf"
+
+# Stopped by SIGUSR1 and resumed. The ranks are frozen (SIGSTOP) at a moment their handler is
+# installed (SigCgt in /proc: a state, not a time) and before they finished, given SIGUSR1,
+# and let go: they stop at the end of the epoch under way (exit 75).
+"${MPI[@]}" -n 2 "$B/csv_regression" "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >"$WORK/part/log" 2>&1 &
+pid=$!
+handler() { local m; m=$(sed -n 's/^SigCgt:\s*//p' "/proc/$1/status" 2>/dev/null) && [ -n "$m" ] && (( (16#$m >> 9) & 1 )); }
+caught=0
+for _ in $(seq 1 3000); do
+  ranks=$(pgrep -P "$pid" -f csv_regression | tr '\n' ' ')
+  if [ "$(wc -w <<<"$ranks")" -eq 2 ]; then
+    kill -STOP $ranks 2>/dev/null
+    ok=1; for r in $ranks; do handler "$r" || ok=0; done
+    if [ "$ok" -eq 1 ]; then kill -USR1 $ranks; kill -CONT $ranks; caught=1; break; fi
+    kill -CONT $ranks 2>/dev/null
+  fi
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.01
+done
+wait "$pid"; rc=$?
+if [ "$caught" -eq 0 ]; then
+  fail "never caught both ranks with their handler installed (exit $rc)"
+elif [ "$rc" -ne 75 ]; then
+  fail "stopped run exited $rc, expected 75: $(tail -5 "$WORK/part/log")"
+else
+  grep -q "SIGUSR1: stopped after epoch" "$WORK/part/log" || fail "no stop message: $(tail -3 "$WORK/part/log")"
+  run "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >>"$WORK/part/log" 2>&1 || fail "the resumed run exited $?"
+  cmp -s <(cut -d, -f2 "$WORK/whole/metrics.csv") <(cut -d, -f2 "$WORK/part/metrics.csv") \
+    || fail "the resumed run's metrics differ from the uninterrupted run's"
+fi
+
+# Bad input: exit 2 on every rank, before any training.
+printf 'a,b,price\n1,2,3\n4,x,6\n' >"$WORK/bad.csv"
+out=$(run "$WORK/bad.csv" price "$WORK" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "line 3, column 2 ('b'): 'x' is not a number" <<<"$out" || fail "a malformed CSV: exit $rc: $out"
+out=$(run "$WORK/data.csv" cost "$WORK" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "cost" <<<"$out" || fail "a missing target column: exit $rc: $out"
+grep -q "^epoch" <<<"$out" && fail "bad input trained"
+[ "$failed" -eq 0 ] && echo "examples: custom_layer and csv_regression (train, stop, resume, bad input): ok"
+exit "$failed"

@@ -1,0 +1,100 @@
+#pragma once
+// The run file: a training run's checkpoint and its resume, collective over the ranks (format:
+// core/checkpoint.h; written atomically by rank 0).
+//
+//   RunFile run(env, watchdog, {.path = "run.ckpt", .resume = true, .identity = id, .total_steps = n});
+//   if (std::string err = run.resume(model.arena(), opt, &rng); !err.empty()) -> exit 2 on every rank
+//   for (step = run.start(); ...) { ...; if (due) run.save(step + 1, model.arena(), opt, &rng, records); }
+//
+// resume() is one explicit operation: rank 0 checks the path (its directory writable; an
+// existing file needs resume = true) and reads the file; every rank receives the same bytes and
+// restores from them the parameters, the optimizer state and, when given, its own RNG state. A
+// checkpoint of another run (identity or rank count) or one past total_steps is refused naming
+// what differs. Without a file it starts from scratch (start() == 0), so a job script can
+// always pass --resume. save() gathers every rank's RNG state and writes parameters, optimizer
+// state and rank 0's records; every rank learns that the file is written. Non-finite state is
+// never saved (finite()).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <hddp/core/arena.h>
+#include <hddp/core/optim.h>
+#include <hddp/core/rng.h>
+#include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/watchdog.h>
+#include <hddp/train/exit_code.h>
+
+namespace hddp {
+
+struct RunFileOptions {
+  std::string path;                              // "" : no checkpoint (resume and save do nothing)
+  bool resume = false;                           // continue from path when it exists
+  std::map<std::string, std::string> identity;   // what a resumed checkpoint must match
+  int64_t total_steps = 0;                       // a checkpoint further on is refused
+  std::string flag = "--checkpoint";             // how messages name the path's option
+  std::string unit = "steps";                    // what a step is called in messages ("epochs")
+};
+
+class RunFile {
+ public:
+  RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options);
+
+  // Collective. "" or the error, the same on every rank; nothing changed or written then.
+  std::string resume(ParamArena<float>& params, Optimizer<float>& opt, Rng* rng = nullptr);
+  int64_t start() const { return start_; }  // steps done in the resumed checkpoint (0: fresh)
+  // The resumed checkpoint's records (empty when fresh); the same on every rank.
+  const std::map<std::string, std::string>& records() const { return records_; }
+
+  // Collective: writes the checkpoint of `steps_done` steps (rank 0's params, opt and records;
+  // every rank's rng state when given - all ranks pass one or none).
+  void save(int64_t steps_done, const ParamArena<float>& params, Optimizer<float>& opt, const Rng* rng,
+            const std::map<std::string, std::string>& records);
+  // Parameters and optimizer state are finite (the same on every rank: no collective).
+  static bool finite(const ParamArena<float>& params, Optimizer<float>& opt);
+
+  bool enabled() const { return !o_.path.empty(); }
+  const std::string& path() const { return o_.path; }
+  int64_t saved_step() const { return saved_step_; }
+  // What stop messages say about the checkpoint: "; the last checkpoint 'F' (N steps) is kept",
+  // " (no --checkpoint)" or " (no checkpoint written yet)".
+  std::string kept_note() const;
+
+ private:
+  std::string check_and_read(std::string& bytes, bool& read) const;  // rank 0
+  std::string restore(const std::string& bytes, ParamArena<float>& params, Optimizer<float>& opt, Rng* rng);
+
+  const mpi::Env& env_;
+  Watchdog& watchdog_;
+  RunFileOptions o_;
+  int64_t start_ = 0, saved_step_ = 0;
+  std::map<std::string, std::string> records_;
+};
+
+// --init FILE (collective): rank 0 reads safetensors weights, every rank parses the same bytes
+// and loads them into params (core/safetensors.h). "" or the error, the same on every rank;
+// params are unchanged then.
+std::string load_weights_everywhere(const mpi::Env& env, const std::string& path, ParamArena<float>& params,
+                                    const std::string& flag = "--init");
+
+// A verdict every rank reached on its own (each read a file, say), collective: "" when all
+// succeeded, else the first failing rank's message, prefixed with its rank when it is not 0.
+std::string agree_on_error(const mpi::Env& env, const std::string& err);
+
+// Ends a run on every rank together (collective): stdio flushed, then a barrier through the
+// watchdog, so every rank has printed and rank 0 has written before any rank exits (mpiexec
+// tears the job down at the first non-zero exit). Returns code(code), for main to return.
+int finish_together(const mpi::Env& env, Watchdog& watchdog, Exit code);
+
+// hddp::Error messages start with "file.cpp:123: "; users need only the rest.
+std::string user_message(const std::string& what);
+
+// Records: a vector of floats or doubles as bytes (little-endian, as in memory) and back;
+// decode throws hddp::Error naming `what` when the size is not a multiple of the value size.
+std::string encode_floats(const std::vector<float>& v);
+std::vector<float> decode_floats(const std::string& bytes, const std::string& what);
+std::string encode_doubles(const std::vector<double>& v);
+std::vector<double> decode_doubles(const std::string& bytes, const std::string& what);
+
+}  // namespace hddp
