@@ -1,9 +1,19 @@
 // One full training step (zero_grad, forward, MSE loss, backward, Adam step) of
 //   tutorial: Linear(1,20) -> Linear(20,1, no bias) -> Tanh, batch 32 (61 parameters)
 //   wide:     1 -> 1024 -> 1024 -> 1024 -> 1 with Tanh between, batch 256 (2.1 M parameters)
+//   cnn:      (1, 28, 28) -> Conv2d(1,32,3,pad 1) ReLU MaxPool2d(2) -> Conv2d(32,64,3,pad 1) ReLU
+//             MaxPool2d(2) -> Flatten -> Linear(3136,128) ReLU -> Linear(128,10), batch 64, an MSE
+//             target of 10 outputs (softmax cross-entropy is not part of Sequential) (421 k parameters)
+// and one Conv2d alone at the CNN's two shapes, batch 64 (core/conv.h's kernels):
+//   conv/c1_1x28x28_to_32/fwd, .../fwd+bwd   the first: dW and db, no dX (the first layer needs none)
+//   conv/c2_32x14x14_to_64/fwd, .../fwd+bwd  the second: dW, db and dX
 // with hddp's GEMM (GemmBackend::Blocked) and OpenBLAS (GemmBackend::OpenBLAS).
-// Names: step/<model>/<hddp|openblas>. Threads come from OMP_NUM_THREADS. The input batch is
-// fixed (drawing samples is not part of the step). Goal: step/tutorial/hddp <= 5 us on one core.
+// Names: step/<model>/<hddp|openblas>, conv/<shape>/<pass>/<hddp|openblas>. Threads come from
+// OMP_NUM_THREADS. The input batch is fixed (drawing samples is not part of the step). Goal:
+// step/tutorial/hddp <= 5 us on one core.
+// GFLOPS counts GEMM work only: 3 products of 2·B·in·out per Linear and of 2·B·Cout·OH·OW·Cin·k·k
+// per Conv2d in a step (the first layer's input gradient counted, as ever, though not computed);
+// the conv rows count the products they run (forward 1, fwd+bwd 2 for c1 and 3 for c2).
 //   OMP_NUM_THREADS=1 build/bench/bench_layers --benchmark_repetitions=5
 //     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -12,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include <hddp/core/conv.h>
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
@@ -26,12 +37,14 @@ struct Config {
   std::vector<LayerSpec> layers;
   int64_t batch;
   double lr;  // the wide model diverges at 1e-3 over thousands of steps on one fixed batch
+  Shape input = {};  // empty: implied by the first Linear
 };
 
 void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
   set_gemm_backend(backend);
   Rng rng(1);
-  Sequential<float> model(cfg.layers, cfg.batch, rng);
+  Sequential<float> model = cfg.input.empty() ? Sequential<float>(cfg.layers, cfg.batch, rng)
+                                               : Sequential<float>(cfg.input, cfg.layers, cfg.batch, rng);
   Adam<float> adam(model.num_params(), {.lr = cfg.lr});
   const int64_t in = model.in_features(), out = model.out_features();
   std::vector<float> x(size_t(cfg.batch * in)), y(size_t(cfg.batch * out));
@@ -47,15 +60,53 @@ void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
     benchmark::DoNotOptimize(loss);
     benchmark::ClobberMemory();
   }
-  // GEMM work per step: forward X·W^T, backward dY·W and dY^T·X: 3 x 2·B·in·out per Linear.
+  // GEMM work per step: forward X·W^T, backward dY·W and dY^T·X: 3 x 2·B·in·out per Linear;
+  // the same three products per Conv2d, 3 x its forward's (less the bias).
   double flops = 0;
-  for (size_t i = 0; i < model.num_layers(); ++i)
+  for (size_t i = 0; i < model.num_layers(); ++i) {
     if (const auto* l = dynamic_cast<const layers::Linear<float>*>(&model.layer(i)))
       flops += 6.0 * double(cfg.batch) * double(l->in()) * double(l->out());
+    if (const auto* c = dynamic_cast<const layers::Conv2d<float>*>(&model.layer(i))) {
+      const Shape& out = model.shape_before(i + 1);
+      flops += 3.0 * 2.0 * double(cfg.batch) * double(numel(out)) * double(c->in() * c->kernel() * c->kernel());
+    }
+  }
   state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["params"] = double(model.num_params());
   state.counters["threads"] = omp_get_max_threads();
   state.counters["loss"] = loss;  // the last step's: finite, i.e. the timed arithmetic is normal
+}
+
+// One Conv2d, 3x3 pad 1 stride 1, batch B: forward, or forward and backward (with dX or not).
+struct ConvShape {
+  const char* name;
+  int64_t C, H, Cout;
+  bool dx;
+};
+
+void run_conv(benchmark::State& state, const ConvShape& s, bool backward, GemmBackend backend) {
+  set_gemm_backend(backend);
+  const int64_t B = 64, k = 3, pad = 1, H = s.H, W = s.H, P = H * W, ckk = s.C * k * k;
+  Rng rng(2);
+  auto fill = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+    return v;
+  };
+  const std::vector<float> x = fill(B * s.C * P), w = fill(s.Cout * ckk), b = fill(s.Cout), dy = fill(B * s.Cout * P);
+  std::vector<float> y(size_t(B * s.Cout * P)), dx(x.size()), dw(w.size()), db(b.size());
+  std::vector<float> scratch(size_t(conv2d_scratch_size(B, s.C, H, W, s.Cout, k, 1, pad)));
+  for (auto _ : state) {
+    conv2d_forward(B, s.C, H, W, s.Cout, k, 1, pad, x.data(), w.data(), b.data(), y.data(), scratch.data());
+    if (backward)
+      conv2d_backward(B, s.C, H, W, s.Cout, k, 1, pad, x.data(), w.data(), dy.data(), s.dx ? dx.data() : nullptr,
+                      dw.data(), db.data(), scratch.data(), false);
+    benchmark::ClobberMemory();
+  }
+  const double products = backward ? (s.dx ? 3.0 : 2.0) : 1.0;
+  const double flops = products * 2.0 * double(B) * double(s.Cout) * double(P) * double(ckk);
+  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = omp_get_max_threads();
 }
 
 }  // namespace
@@ -64,6 +115,12 @@ int main(int argc, char** argv) {
   const Config configs[] = {
       {"tutorial", {Linear(1, 20), Linear(20, 1, false), Tanh()}, 32, 1e-3},
       {"wide", {Linear(1, 1024), Tanh(), Linear(1024, 1024), Tanh(), Linear(1024, 1024), Tanh(), Linear(1024, 1)}, 256, 1e-4},
+      {"cnn",
+       {Conv2d(1, 32, 3, 1, 1), ReLU(), MaxPool2d(2), Conv2d(32, 64, 3, 1, 1), ReLU(), MaxPool2d(2), Flatten(),
+        Linear(3136, 128), ReLU(), Linear(128, 10)},
+       64,
+       1e-3,
+       {1, 28, 28}},
   };
   const std::pair<const char*, GemmBackend> backends[] = {{"hddp", GemmBackend::Blocked},
                                                           {"openblas", GemmBackend::OpenBLAS}};
@@ -73,6 +130,15 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(name.c_str(), [c, backend = backend](benchmark::State& st) { run_step(st, c, backend); })
           ->UseRealTime();
     }
+  const ConvShape convs[] = {{"c1_1x28x28_to_32", 1, 28, 32, false}, {"c2_32x14x14_to_64", 32, 14, 64, true}};
+  for (const ConvShape& s : convs)
+    for (bool bwd : {false, true})
+      for (auto [bname, backend] : backends) {
+        const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + bname;
+        benchmark::RegisterBenchmark(name.c_str(), [s, bwd, backend = backend](benchmark::State& st) {
+          run_conv(st, s, bwd, backend);
+        })->UseRealTime();
+      }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("hddp_kernel", gemm_kernel_name());

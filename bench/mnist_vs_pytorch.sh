@@ -14,7 +14,7 @@
 # overrides). Writes OUTDIR/mnist_vs_pytorch.csv (every epoch of every run) and
 # OUTDIR/mnist_vs_pytorch.md (the table and goals, bench/mnist/mnist_table.py), and prints it.
 source "$(dirname "$0")/../scripts/common.sh"
-hddp_build python3-torch time
+HDDP_TARGETS=mnist_train hddp_build build bench time
 PY=/usr/bin/python3
 BIN="$BUILD_DIR/drivers/mnist_train"
 EPOCHS="${EPOCHS:-10}" RANKS="${RANKS:-1 2}" BATCH="${BATCH:-64}" WIDTH="${WIDTH:-256}" REPS="${REPS:-1}"

@@ -15,7 +15,7 @@
 # (every run) and OUTDIR/step_vs_pytorch.md (the table and the goals, met or short, with the CPU;
 # bench/step/step_table.py), and prints it.
 source "$(dirname "$0")/../scripts/common.sh"
-hddp_build python3-torch
+HDDP_TARGETS="poly_train step_gemms" hddp_build build bench
 PY=/usr/bin/python3  # Debian's python3-torch lives there, whatever python3 is first on PATH
 BIN="$BUILD_DIR/drivers/poly_train" LIMIT="$BUILD_DIR/bench/step_gemms"
 

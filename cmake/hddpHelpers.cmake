@@ -42,22 +42,34 @@ function(hddp_library name)
   install(FILES ${ARG_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hddp/${name})
 endfunction()
 
-# hddp_test(<name> LABELS ... SOURCES ... LIBS ... [TIMEOUT s]): one GoogleTest executable,
-# registered as one ctest entry (the gtest binary runs all its cases; failures name them).
+# hddp_test_program(<target>...): a program some test runs. The sanitizer pass builds the
+# target test_programs (every such program) instead of the whole tree.
+function(hddp_test_program)
+  set_property(GLOBAL APPEND PROPERTY HDDP_TEST_PROGRAMS ${ARGN})
+endfunction()
+
+# hddp_test(<name> LABELS ... SOURCES ... LIBS ... [TIMEOUT s] [SLOW]): one GoogleTest
+# executable, registered as one ctest entry (the gtest binary runs all its cases; failures name
+# them). Label quick too (HDDP_TEST_TIER=quick scripts/test.sh runs only those) unless SLOW.
 function(hddp_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "LABELS;SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "SLOW" "TIMEOUT" "LABELS;SOURCES;LIBS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
   hddp_warnings(${name})
+  hddp_test_program(${name})
   add_test(NAME ${name} COMMAND ${name})
+  if(NOT ARG_SLOW)
+    list(APPEND ARG_LABELS quick)
+  endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
 endfunction()
 
 # hddp_mpi_test(<name> RANKS n... COMMAND exe args... [LABELS ...] [TIMEOUT s]): registers
-# `mpiexec -n N --oversubscribe <exe> <args>` for each N as <name>.np<N>, label mpi.
+# `mpiexec -n N --oversubscribe <exe> <args>` for each N as <name>.np<N>, label mpi (and quick
+# for 2 ranks). PROCESSORS N: ctest -j counts its ranks.
 # The ctest TIMEOUT kills a hang; mpiexec's own --timeout kills its ranks a bit earlier.
 function(hddp_mpi_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "RANKS;COMMAND;LABELS" ${ARGN})
@@ -70,8 +82,12 @@ function(hddp_mpi_test name)
     add_test(NAME ${name}.np${np}
       COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
               --timeout ${_mpi_timeout} --bind-to none $<TARGET_FILE:${_exe}> ${ARG_COMMAND})
+    set(labels "mpi;${ARG_LABELS}")
+    if(np EQUAL 2)
+      list(APPEND labels quick)
+    endif()
     set_tests_properties(${name}.np${np} PROPERTIES
-      LABELS "mpi;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${np}
+      LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${np}
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMPI_MCA_btl_vader_single_copy_mechanism=none")
   endforeach()
 endfunction()

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <sstream>
 
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/gemm.h>
@@ -161,6 +163,87 @@ void Linear<T>::backward(const Backward<T>& b) const {
 
 template class Linear<float>;
 template class Linear<double>;
+
+}  // namespace layers
+
+template <class T>
+void dropout_forward(int64_t n, double p, uint64_t seed, const T* X, T* Y, T* mask) {
+  HDDP_CHECK_ARG(n >= 0 && p >= 0 && p < 1, "dropout_forward: need n >= 0 and p in [0, 1); got n=" << n << " p=" << p);
+  HDDP_CHECK_ARG(X && Y && mask, "dropout_forward: X, Y and mask must not be null");
+  const T scale = T(1) / T(1 - p);  // PyTorch: noise.bernoulli_(1 - p).div_(1 - p), in T
+  const double keep = 1 - p;
+  // SplitMix64's i-th output is its finaliser at seed + (i + 1) * increment: any value alone.
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t x = seed + uint64_t(i) * 0x9e3779b97f4a7c15ULL;
+    const double u = double(splitmix64_next(x) >> 11) * 0x1.0p-53;
+    mask[i] = u < keep ? scale : T(0);
+    Y[i] = X[i] * mask[i];
+  }
+}
+
+template <class T>
+void dropout_backward(int64_t n, const T* mask, const T* dY, T* dX) {
+  HDDP_CHECK_ARG(n >= 0, "dropout_backward: need n >= 0, got " << n);
+  HDDP_CHECK_ARG(mask && dY && dX, "dropout_backward: mask, dY and dX must not be null");
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dX[i] = dY[i] * mask[i];
+}
+
+template void dropout_forward<float>(int64_t, double, uint64_t, const float*, float*, float*);
+template void dropout_forward<double>(int64_t, double, uint64_t, const double*, double*, double*);
+template void dropout_backward<float>(int64_t, const float*, const float*, float*);
+template void dropout_backward<double>(int64_t, const double*, const double*, double*);
+
+namespace layers {
+
+template <class T>
+void Flatten<T>::forward(const Forward<T>& f) const {
+  if (f.y != f.x) std::memcpy(f.y, f.x, sizeof(T) * size_t(f.batch * n_));
+}
+
+template <class T>
+void Flatten<T>::backward(const Backward<T>& b) const {
+  if (b.dx && b.dx != b.dy) std::memcpy(b.dx, b.dy, sizeof(T) * size_t(b.batch * n_));
+}
+
+template <class T>
+std::string Dropout<T>::name() const {
+  std::ostringstream s;
+  s << "Dropout(p=" << p_ << ")";
+  return s.str();
+}
+
+template <class T>
+Shape Dropout<T>::setup(const Shape& in) {
+  HDDP_CHECK_ARG(p_ >= 0 && p_ < 1, "p must be in [0, 1), got " << p_);
+  n_ = numel(in);
+  return in;
+}
+
+template <class T>
+void Dropout<T>::forward(const Forward<T>& f) const {
+  const bool apply = f.training && p_ > 0;
+  f.saved[0] = apply ? T(1) : T(0);
+  if (apply)  // the stream salted with the width (layer.h: one seed serves every layer)
+    dropout_forward(f.batch * n_, p_, derive_seed(f.seed, uint64_t(n_), 0), f.x, f.y, f.saved + 1);
+  else if (f.y != f.x)
+    std::memcpy(f.y, f.x, sizeof(T) * size_t(f.batch * n_));
+}
+
+template <class T>
+void Dropout<T>::backward(const Backward<T>& b) const {
+  if (!b.dx) return;
+  if (b.saved[0] != T(0))
+    dropout_backward(b.batch * n_, b.saved + 1, b.dy, b.dx);
+  else if (b.dx != b.dy)
+    std::memcpy(b.dx, b.dy, sizeof(T) * size_t(b.batch * n_));
+}
+
+template class Flatten<float>;
+template class Flatten<double>;
+template class Dropout<float>;
+template class Dropout<double>;
 
 }  // namespace layers
 

@@ -3,7 +3,8 @@
 //   - the kernels: free functions over plain row-major buffers, shapes in the signature (llm.c
 //     style), below;
 //   - the layer objects Sequential runs (core/layer.h's interface, namespace hddp::layers) and
-//     the specs that name them in a layer list: Linear(in, out, bias), Tanh(), ReLU().
+//     the specs that name them in a layer list: Linear(in, out, bias), Tanh(), ReLU(),
+//     Flatten(), Dropout(p). Conv2d and MaxPool2d are in core/conv.h.
 //
 // The kernels: B is the batch (rows). Every GEMM goes through hddp::gemm, every element-wise loop
 // through kernels/elementwise.h. Backward functions ACCUMULATE parameter gradients (+=), as
@@ -130,5 +131,69 @@ extern template class Linear<double>;
 inline LayerSpec Linear(int64_t in, int64_t out, bool bias = true) { return LayerSpec::of<layers::Linear>(in, out, bias); }
 inline LayerSpec Tanh() { return LayerSpec::of<layers::Tanh>(); }
 inline LayerSpec ReLU() { return LayerSpec::of<layers::ReLU>(); }
+
+// Dropout's kernels. The mask is a pure function of (seed, element index): value i is kept when
+// u_i < 1 - p, u_i = the top 53 bits of the i-th output of SplitMix64 started at `seed`, over
+// 2^53 (a counter-based stream: the same mask for any thread count or schedule, for float and
+// double alike). mask(n) = keep ? 1/(1-p) : 0, with 1/(1-p) rounded to T as PyTorch's
+// noise.div_(1 - p); Y = X * mask (Y may alias X). p in [0, 1).
+template <class T>
+void dropout_forward(int64_t n, double p, uint64_t seed, const T* X, T* Y, T* mask);
+
+// dX = dY * mask (dX may alias dY).
+template <class T>
+void dropout_backward(int64_t n, const T* mask, const T* dY, T* dX);
+
+namespace layers {
+
+// PyTorch's nn.Flatten(): (C, H, W) -> (C*H*W), the same values in the same (row-major)
+// order; any input shape becomes a vector. In place: a no-op there (and a copy when Sequential
+// gives it an output buffer of its own).
+template <class T>
+class Flatten final : public Layer<T> {
+ public:
+  std::string name() const override { return "Flatten()"; }
+  Shape setup(const Shape& in) override { return n_ = numel(in), Shape{n_}; }
+  bool in_place() const override { return true; }
+  void forward(const Forward<T>& f) const override;
+  void backward(const Backward<T>& b) const override;
+
+ private:
+  int64_t n_ = 0;
+};
+
+// PyTorch's nn.Dropout(p): in training y = x * mask / (1 - p), mask ~ Bernoulli(1 - p) drawn
+// from Forward::seed (dropout_forward); in evaluation, and for p = 0, y = x. In place. Saves
+// one flag (saved[0]: 1 when a mask was applied) and the mask (saved[1..]) for backward.
+// dropout_forward's seed is derive_seed(Forward::seed, width, 0), width = numel(input shape):
+// Sequential gives every layer the same seed, so two Dropout layers of the same width in one
+// model draw the same mask; layers of different widths draw unrelated ones.
+template <class T>
+class Dropout final : public Layer<T> {
+ public:
+  explicit Dropout(double p) : p_(p) {}
+  std::string name() const override;
+  Shape setup(const Shape& in) override;
+  bool in_place() const override { return true; }
+  int64_t saved_size(int64_t batch) const override { return 1 + batch * n_; }
+  void forward(const Forward<T>& f) const override;
+  void backward(const Backward<T>& b) const override;
+  double flops(int64_t batch) const override { return double(batch) * double(n_); }
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  int64_t n_ = 0;
+};
+
+extern template class Flatten<float>;
+extern template class Flatten<double>;
+extern template class Dropout<float>;
+extern template class Dropout<double>;
+
+}  // namespace layers
+
+inline LayerSpec Flatten() { return LayerSpec::of<layers::Flatten>(); }
+inline LayerSpec Dropout(double p) { return LayerSpec::of<layers::Dropout>(p); }
 
 }  // namespace hddp

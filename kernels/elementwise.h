@@ -22,7 +22,7 @@ void col_sums(int64_t M, int64_t N, const T* X, int64_t ldx, T* out, bool accumu
 // The element-wise kernel set in use: "avx512", "avx2" or "portable".
 const char* elementwise_kernel_name();
 
-// y = tanh(x); x and y may alias. Floats: computed in double, at most 0.5001 ulp from the exact
+// y = tanh(x); x and y may alias. Floats: computed in double, at most 0.50011 ulp from the exact
 // value (checked over every float); doubles: SLEEF's vector
 // tanh, 1.0 ulp. NaN gives NaN.
 template <class T>

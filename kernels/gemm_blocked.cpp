@@ -66,7 +66,8 @@ struct Problem {
   T beta;
   T* C;
   int64_t ldc;
-  const KernelSet<T>& ks;  // micro-kernel, packers and blocking sizes
+  const Tile<T>& tile;  // micro-kernel, packers and blocking sizes for this product's shape class
+  int64_t kc_step;      // KC as the K loop steps (kc_step_for)
 };
 
 // Step that cuts `extent` into ceil(extent / cap) blocks of nearly equal size, rounded up to
@@ -77,11 +78,22 @@ inline int64_t balanced_step(int64_t extent, int64_t cap, int64_t unit) {
   return std::min(cap, (step + unit - 1) / unit * unit);
 }
 
+// The K loop's step: KC, except that a last block of at most KC/4 is spread over the others
+// (K = 288 with KC = 256 runs as one block of 288, not 256 + 32: a 32-deep block reads and writes
+// C for an eighth of the work), and blocks are otherwise of nearly equal size (3136 = 13 x 242).
+// A function of K and KC alone, so the same for any thread count.
+inline int64_t kc_step_for(int64_t K, int64_t KC) {
+  int64_t blocks = (K + KC - 1) / KC;
+  if (blocks > 1 && K - (blocks - 1) * KC <= KC / 4) --blocks;
+  return (K + blocks - 1) / blocks;
+}
+
 // The five loops over the tile C[m0:m1, n0:n1].
 template <class T>
 void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool poll) {
-  const auto [MR, NR, MC, KC, NC] = p.ks.blocking;
-  const UKernel<T> ukernel = p.ks.ukernel;
+  const auto [MR, NR, MC, KC_, NC] = p.tile.blocking;
+  const int64_t KC = p.kc_step;
+  const UKernel<T> ukernel = p.tile.ukernel;
   PackBuffers<T>& buf = thread_buffers<T>();
   const int64_t kc_max = std::min(KC, p.K);
   PackBuffers<T>::reserve(buf.a, buf.a_size, std::min(MC, (m1 - m0 + MR - 1) / MR * MR) * kc_max);
@@ -99,10 +111,10 @@ void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64
     for (int64_t pc = 0; pc < p.K; pc += KC) {                      // loop 4
       const int64_t kc = std::min(KC, p.K - pc);
       const T beta = pc == 0 ? p.beta : T(1);
-      pack_b(NR, p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf, p.ks.pack_b_rows);
+      pack_b(NR, p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf, p.tile.pack_b_rows);
       for (int64_t ic = m0; ic < m1; ic += mc_step) {               // loop 3
         const int64_t mc = std::min(mc_step, m1 - ic);
-        pack_a(MR, p.ta, p.A, p.lda, ic, pc, mc, kc, abuf, p.ks.pack_a_rows);
+        pack_a(MR, p.ta, p.A, p.lda, ic, pc, mc, kc, abuf, p.tile.pack_a_rows);
         for (int64_t jr = 0; jr < nc; jr += NR) {                   // loop 2
           const int64_t nr = std::min(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += MR) {                 // loop 1
@@ -166,8 +178,9 @@ void gemm_blocked_with(const Kernels& kernels, Trans ta, Trans tb, int64_t M, in
   // Tiny products: the direct path, where it takes them.
   if (ks.small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
 
-  const int64_t MR = ks.blocking.MR, NR = ks.blocking.NR;
-  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ks};
+  const Tile<T>& tile = tile_for(ks, M, N, K);
+  const int64_t MR = tile.blocking.MR, NR = tile.blocking.NR;
+  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, tile, kc_step_for(K, tile.blocking.KC)};
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;
   const Grid g = choose_grid(threads_for(M, N, K), mu, nu, MR, NR);
   if (g.tm * g.tn == 1) {

@@ -17,6 +17,17 @@ struct Blocking {
   int64_t MR, NR, MC, KC, NC;
 };
 
+// Shape classes: each set runs one tile (micro-kernel and blocking) per class.
+//   General: squares, a training step's (256, 1024..4096, 1024..4096);
+//   Narrow:  M, N or K at most kNarrowMax - a CNN's channel counts and batch (Cout 32/64, batch
+//            64, K = Cin*k*k = 288 or 64): the general tile's MR = 12 pads 64 rows to 72 and its
+//            KC = 256 cuts K = 288 into 256 + 32.
+enum class ShapeClass { General, Narrow };
+inline constexpr int64_t kNarrowMax = 128;
+constexpr ShapeClass shape_class(int64_t M, int64_t N, int64_t K) {
+  return M <= kNarrowMax || N <= kNarrowMax || K <= kNarrowMax ? ShapeClass::Narrow : ShapeClass::General;
+}
+
 // AVX2+FMA (16 ymm registers): 6 rows x 2 registers = 12 accumulators, 2 for a row of the
 // B micro-panel, 1 broadcasts A. Chosen for Zen3 (L1d 32 KiB, L2 512 KiB, L3 32 MiB) from
 // BLIS's zen3 configuration and a sweep: float KC*NR = 16 KiB, MC*KC = 144 KiB.
@@ -30,13 +41,27 @@ inline constexpr Blocking kAvx2Double{6, 8, 72, 256, 4080};
 // "GEMM blocking").
 inline constexpr Blocking kAvx512Float{12, 32, 192, 256, 4096};
 inline constexpr Blocking kAvx512Double{14, 16, 84, 384, 4096};
+// The narrow class: MR = 8 divides the CNN's 32/64 rows, 16 accumulators still cover the FMA
+// latency (4 cycles x 2 pipes). Measured on a Zen 5 EPYC, 1 thread, against 12 x 32, 8 x 48,
+// 16 x 16 (bench/RESULTS.md, "GEMM on the convolution's shapes").
+inline constexpr Blocking kAvx512FloatNarrow{8, 32, 192, 256, 4096};
+inline constexpr Blocking kAvx512DoubleNarrow{8, 16, 96, 384, 4096};
+// Every tile the AVX-512 set instantiates (gemm_tune and wisdom may give either class any of them).
+inline constexpr Blocking kAvx512FloatTiles[] = {kAvx512Float, kAvx512FloatNarrow, {8, 48, 192, 256, 4080}};
+inline constexpr Blocking kAvx512DoubleTiles[] = {kAvx512Double, kAvx512DoubleNarrow, {8, 24, 96, 384, 4080}};
+
+// AVX2 and portable: one tile each, the general one for both classes.
+inline constexpr Blocking kAvx2FloatNarrow = kAvx2Float;
+inline constexpr Blocking kAvx2DoubleNarrow = kAvx2Double;
 
 // Portable C++: the AVX2 shapes (the compiler vectorises it for whatever the baseline has).
 inline constexpr Blocking kPortableFloat = kAvx2Float;
 inline constexpr Blocking kPortableDouble = kAvx2Double;
+inline constexpr Blocking kPortableFloatNarrow = kAvx2FloatNarrow;
+inline constexpr Blocking kPortableDoubleNarrow = kAvx2DoubleNarrow;
 
-// Upper bounds over the table (the edge-tile buffer is sized by them).
-inline constexpr int64_t kMaxMR = 16, kMaxNR = 32;
+// Upper bounds over the tiles (the edge-tile buffer is sized by them).
+inline constexpr int64_t kMaxMR = 16, kMaxNR = 48;
 
 // Work (2*M*N*K flops) below which the packed path runs on one thread only, and the
 // per-thread share above it: a parallel region costs a few microseconds, so each thread
@@ -48,6 +73,10 @@ inline constexpr double kMinFlopsPerThread = 4.0e6;
 // or its copy (rows padded to what the passes read) fits kSmallMaxPack elements (gemm_small.h).
 inline constexpr int64_t kSmallMaxMNK = 64 * 64 * 64;
 inline constexpr int64_t kSmallMaxPack = 4096;
+// And at any K where C has at most kSmallMaxMN elements and the streamed operand is read in place:
+// a first convolution's weight gradient (32 x 9 over K = 50176, TN) packs 41 values per 576 flops
+// of work, so packing costs more than streaming both operands once (gemm_small.h).
+inline constexpr int64_t kSmallMaxMN = 32 * 16;
 
 }  // namespace hddp::detail
 
@@ -56,33 +85,34 @@ namespace hddp::detail {
 // The built-in per-CPU choice, used where no wisdom file has an entry for this CPU
 // (gemm_config.h; gemm_tune writes wisdom): the first row whose vendor, family and model range
 // (display values, inclusive) match. No match: the widest set with its blocking above. Each
-// row's blocking has its set's MR and NR (test_gemm_config checks).
+// row's blockings are tiles of its set (test_gemm_config checks); *_narrow: the narrow class.
 struct CpuChoice {
   const char* vendor;
   int family, model_lo, model_hi;
   const char* set_s;
-  Blocking s;
+  Blocking s, s_narrow;
   const char* set_d;
-  Blocking d;
+  Blocking d, d_narrow;
   const char* why;  // the measurement behind the row
 };
 
 inline constexpr CpuChoice kCpuChoices[] = {
     // Zen 4 runs 512-bit operations at the 256-bit rate: the AVX2 kernel led at the training
     // step's thin shapes (256,4096,4096) NT 83 vs 75 GFLOP/s, TN 78 vs 72 (issue 27's table).
-    {"AuthenticAMD", 25, 0x10, 0x1f, "avx2", kAvx2Float, "avx2", kAvx2Double,
+    {"AuthenticAMD", 25, 0x10, 0x1f, "avx2", kAvx2Float, kAvx2FloatNarrow, "avx2", kAvx2Double, kAvx2DoubleNarrow,
      "Zen 4 (EPYC 9004): AVX2 kernel, measured ahead at thin shapes"},
-    {"AuthenticAMD", 25, 0x60, 0x7f, "avx2", kAvx2Float, "avx2", kAvx2Double,
+    {"AuthenticAMD", 25, 0x60, 0x7f, "avx2", kAvx2Float, kAvx2FloatNarrow, "avx2", kAvx2Double, kAvx2DoubleNarrow,
      "Zen 4 (Ryzen 7000/8000): as EPYC 9004"},
-    {"AuthenticAMD", 25, 0xa0, 0xaf, "avx2", kAvx2Float, "avx2", kAvx2Double,
+    {"AuthenticAMD", 25, 0xa0, 0xaf, "avx2", kAvx2Float, kAvx2FloatNarrow, "avx2", kAvx2Double, kAvx2DoubleNarrow,
      "Zen 4c (EPYC 97x4/8004): as EPYC 9004"},
     // Sapphire and Emerald Rapids (L1d 48 KiB, L2 2 MiB): gemm_tune on an Emerald Rapids
     // (model 207, 1 thread) chose a deeper KC and a larger MC; the GEMM table then measured
     // +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/RESULTS.md, "GEMM").
-    {"GenuineIntel", 6, 143, 143, "avx512", {12, 32, 288, 512, 2048}, "avx512", {14, 16, 224, 512, 8192},
-     "Sapphire Rapids: as Emerald Rapids"},
-    {"GenuineIntel", 6, 207, 207, "avx512", {12, 32, 288, 512, 2048}, "avx512", {14, 16, 224, 512, 8192},
-     "Emerald Rapids: gemm_tune's choice there"},
+    // The narrow class there: the generic narrow rows (not measured on these CPUs).
+    {"GenuineIntel", 6, 143, 143, "avx512", {12, 32, 288, 512, 2048}, kAvx512FloatNarrow, "avx512",
+     {14, 16, 224, 512, 8192}, kAvx512DoubleNarrow, "Sapphire Rapids: as Emerald Rapids"},
+    {"GenuineIntel", 6, 207, 207, "avx512", {12, 32, 288, 512, 2048}, kAvx512FloatNarrow, "avx512",
+     {14, 16, 224, 512, 8192}, kAvx512DoubleNarrow, "Emerald Rapids: gemm_tune's choice there"},
 };
 
 }  // namespace hddp::detail

@@ -47,7 +47,9 @@ inline void pack_along(int64_t w, const T* src, int64_t ld, int64_t kc, int64_t 
     case 12: return pack_along<12>(src, ld, kc, n, dst);
     case 14: return pack_along<14>(src, ld, kc, n, dst);
     case 16: return pack_along<16>(src, ld, kc, n, dst);
+    case 24: return pack_along<24>(src, ld, kc, n, dst);
     case 32: return pack_along<32>(src, ld, kc, n, dst);
+    case 48: return pack_along<48>(src, ld, kc, n, dst);
     default:
       for (int64_t p = 0; p < n; p += w)
         for (int64_t k = 0; k < kc; ++k)

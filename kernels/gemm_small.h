@@ -115,6 +115,10 @@ inline void small_chunk(const SmallProblem<T>& p, int64_t c0) {
   int64_t r = 0;
   for (; r + RB <= p.R; r += RB) small_block<RB, NV, L, QL>(p, r, c0, cn);
   switch (p.R - r) {
+    case 11: if constexpr (RB > 11) small_block<11, NV, L, QL>(p, r, c0, cn); break;
+    case 10: if constexpr (RB > 10) small_block<10, NV, L, QL>(p, r, c0, cn); break;
+    case 9: if constexpr (RB > 9) small_block<9, NV, L, QL>(p, r, c0, cn); break;
+    case 8: if constexpr (RB > 8) small_block<8, NV, L, QL>(p, r, c0, cn); break;
     case 7: if constexpr (RB > 7) small_block<7, NV, L, QL>(p, r, c0, cn); break;
     case 6: if constexpr (RB > 6) small_block<6, NV, L, QL>(p, r, c0, cn); break;
     case 5: if constexpr (RB > 5) small_block<5, NV, L, QL>(p, r, c0, cn); break;
@@ -252,6 +256,23 @@ constexpr TailPlan plan_tail(int64_t rest) {
   return {Tail::V, V};
 }
 
+// Every column chunk of P: two-register chunks RB2 rows at a time, the tail (plan_tail) RB1 rows
+// at a time.
+template <int RB2, int RB1, class T>
+inline void small_passes(const SmallProblem<T>& p, int64_t c_tail, Tail tail) {
+  constexpr int V = HDDP_SMALL_VEC_BYTES / sizeof(T), H = V / 2, Q = V * sizeof(T) == 64 ? V / 4 : H;
+  for (int64_t c0 = 0; c0 < c_tail; c0 += 2 * V) small_chunk<RB2, 2, V>(p, c0);
+  switch (tail) {
+    case Tail::None: break;
+    case Tail::V: small_chunk<RB1, 1, V>(p, c_tail); break;
+    case Tail::VQ: small_chunk<RB1, 1, V, Q>(p, c_tail); break;
+    case Tail::VH: small_chunk<RB1, 1, V, H>(p, c_tail); break;
+    case Tail::VV: small_chunk<RB2, 2, V>(p, c_tail); break;
+    case Tail::Q: small_chunk<RB1, 0, V, Q>(p, c_tail); break;
+    case Tail::H: small_chunk<RB1, 0, V, H>(p, c_tail); break;
+  }
+}
+
 // The direct path: returns false, doing nothing, when the product is too big for it (the
 // caller then runs the blocked path); else computes it (full gemm contract after the
 // argument checks and the M/N/K/alpha special cases).
@@ -276,7 +297,13 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
   const int64_t copied = K == 1 ? (tb == Trans::Yes && ldb != 1 ? N : 0)
                        : N == 1 && ta == Trans::No ? (tb == Trans::No && ldb != 1 ? K : 0)
                        : in_place ? 0 : K * ldp;
-  if (M * N * K > kSmallMaxMNK || copied > kSmallMaxPack) return false;
+  // Long K with a small C (a first convolution's weight gradient, 32 x 9 over K = 50176): no
+  // packing at any K where P is read in place; the rows of C's canonical form in blocks of
+  // kLongRows (all 9 at once with 512-bit registers), so P streams once per column chunk.
+  constexpr int kLongRows = V * sizeof(T) == 64 ? 12 : 6;  // 2 registers a row: 24 (12) accumulators
+  const bool long_k = M * N * K > kSmallMaxMNK && M * N <= kSmallMaxMN && in_place && K > 1 &&
+                      !(N == 1 && ta == Trans::No);
+  if ((M * N * K > kSmallMaxMNK && !long_k) || copied > kSmallMaxPack) return false;
 
   alignas(64) T panel[kSmallMaxPack];
   if (K == 1) {  // outer product: op(B) is one row; contiguous unless B is stored N x 1
@@ -327,17 +354,8 @@ bool gemm_small(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
     }
     p.P = panel;
   }
-  constexpr int RB2 = V * sizeof(T) == 64 ? 8 : 4;  // rows per block of two registers
-  for (int64_t c0 = 0; c0 < c_tail; c0 += 2 * V) small_chunk<RB2, 2, V>(p, c0);
-  switch (tail.kind) {
-    case Tail::None: break;
-    case Tail::V: small_chunk<8, 1, V>(p, c_tail); break;
-    case Tail::VQ: small_chunk<8, 1, V, Q>(p, c_tail); break;
-    case Tail::VH: small_chunk<8, 1, V, H>(p, c_tail); break;
-    case Tail::VV: small_chunk<RB2, 2, V>(p, c_tail); break;
-    case Tail::Q: small_chunk<8, 0, V, Q>(p, c_tail); break;
-    case Tail::H: small_chunk<8, 0, V, H>(p, c_tail); break;
-  }
+  if (long_k) small_passes<kLongRows, kLongRows>(p, c_tail, tail.kind);
+  else small_passes<V * sizeof(T) == 64 ? 8 : 4, 8>(p, c_tail, tail.kind);
   return true;
 }
 

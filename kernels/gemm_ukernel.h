@@ -6,6 +6,7 @@
 //                              packers and the direct path that the AVX-512 set reuses
 //   gemm_ukernel_avx512.cpp    AVX-512F micro-kernels (-mavx512f)
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -39,13 +40,23 @@ using SmallGemm = bool (*)(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, 
 template <class T>
 using PackRows = void (*)(const T* src, int64_t ld, int64_t kc, T* dst);
 
+// One micro-tile of a set: its blocking (MR x NR and MC/KC/NC), kernel and transposing packers.
 template <class T>
-struct KernelSet {
+struct Tile {
   Blocking blocking;
-  UKernel<T> ukernel;
-  SmallGemm<T> small;
+  UKernel<T> ukernel = nullptr;
   PackRows<T> pack_a_rows = nullptr;
   PackRows<T> pack_b_rows = nullptr;
+};
+
+// A set for one precision. The tile it inherits runs the general shape class; `narrow` the
+// narrow one (gemm_blocking.h, shape_class); `tiles` lists every micro-tile the set has, each
+// with its own row of gemm_blocking.h, for gemm_config and gemm_tune to choose from.
+template <class T>
+struct KernelSet : Tile<T> {
+  SmallGemm<T> small = nullptr;
+  Tile<T> narrow;
+  std::span<const Tile<T>> tiles;
 };
 
 struct Kernels {
@@ -53,6 +64,30 @@ struct Kernels {
   KernelSet<float> s;
   KernelSet<double> d;
 };
+
+// The tile with this MR x NR (with its own blocking), or nullptr.
+template <class T>
+const Tile<T>* find_tile(std::span<const Tile<T>> tiles, int64_t MR, int64_t NR) {
+  for (const Tile<T>& t : tiles)
+    if (t.blocking.MR == MR && t.blocking.NR == NR) return &t;
+  return nullptr;
+}
+
+// A set from its tiles: the general and the narrow class's by their MR x NR, with these
+// blockings (each the blocking of one of the tiles: MR and NR must match one).
+template <class T>
+KernelSet<T> make_kernel_set(std::span<const Tile<T>> tiles, const Blocking& general, const Blocking& narrow,
+                             SmallGemm<T> small) {
+  KernelSet<T> ks{*find_tile(tiles, general.MR, general.NR), small, *find_tile(tiles, narrow.MR, narrow.NR), tiles};
+  ks.blocking = general;
+  ks.narrow.blocking = narrow;
+  return ks;
+}
+// The tile a product of this shape runs on.
+template <class T>
+const Tile<T>& tile_for(const KernelSet<T>& ks, int64_t M, int64_t N, int64_t K) {
+  return shape_class(M, N, K) == ShapeClass::Narrow ? ks.narrow : ks;
+}
 
 const Kernels& portable_kernels();
 const Kernels& avx2_kernels();    // call only where cpu_has_avx2_fma()

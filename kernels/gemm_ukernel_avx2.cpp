@@ -220,11 +220,10 @@ void pack_a_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{"avx2",
-                         {kAvx2Float, &ukernel_avx2<float>, &avx2::gemm_small<float>,
-                          &pack_a_rows_s<6>, &pack_b_rows_s<16>},
-                         {kAvx2Double, &ukernel_avx2<double>, &avx2::gemm_small<double>,
-                          &pack_a_rows_d<6>, &pack_b_rows_d<8>}};
+  static const Tile<float> tiles_s[] = {{kAvx2Float, &ukernel_avx2<float>, &pack_a_rows_s<6>, &pack_b_rows_s<16>}};
+  static const Tile<double> tiles_d[] = {{kAvx2Double, &ukernel_avx2<double>, &pack_a_rows_d<6>, &pack_b_rows_d<8>}};
+  static const Kernels k{"avx2", make_kernel_set<float>(tiles_s, kAvx2Float, kAvx2FloatNarrow, &avx2::gemm_small<float>),
+                         make_kernel_set<double>(tiles_d, kAvx2Double, kAvx2DoubleNarrow, &avx2::gemm_small<double>)};
   static_assert(kAvx2Float.MR == 6 && kAvx2Float.NR == 16 && kAvx2Double.MR == 6 && kAvx2Double.NR == 8);
   return k;
 }

@@ -1,15 +1,19 @@
-// AVX-512F micro-kernels: sgemm 12x32 and dgemm 14x16 (MR rows x 2 zmm registers), and the
+// AVX-512F micro-kernels: MR rows x NR/16 (float) or NR/8 (double) zmm registers, one per tile
+// of gemm_blocking.h (sgemm 12x32 general, 8x32 narrow, 8x48; dgemm 14x16, 8x16, 8x24), and the
 // direct path for tiny products (gemm_small.h) on 512-bit registers.
 // The only file of hddp built with -mavx512f; it is called only after the CPU was checked
 // (gemm_kernels.cpp). The packers are the AVX2 ones (every AVX-512 CPU has AVX2): they are
 // memory-bound.
 //
-// Register use per micro-tile: MR x 2 accumulators (24 float, 28 double), 2 zmm for the
-// current row of the B micro-panel, 1 for the broadcast element of A (of 32 zmm registers).
+// Register use per micro-tile: MR x NV accumulators (24 for 12x32, 28 for 14x16), NV zmm for
+// the current row of the B micro-panel, 1 for the broadcast element of A (of 32 zmm registers).
 // Prefetches (BLIS skx does the same): the C tile before the k loop, so its rows (each on its
 // own page for large ldc) arrive while the FMAs run; the A micro-panel, which streams from L2,
 // kPrefetchA iterations ahead. The B micro-panel is reused from L1 across loop 1.
 #include <immintrin.h>
+
+#include <array>
+#include <utility>
 
 #include <hddp/kernels/gemm_ukernel.h>
 
@@ -100,18 +104,29 @@ void ukernel_avx512(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, in
   }
 }
 
-constexpr int kLanesF = 16, kLanesD = 8;
-static_assert(kAvx512Float.NR % kLanesF == 0 && kAvx512Double.NR % kLanesD == 0);
+// The tiles of a row of gemm_blocking.h (kAvx512FloatTiles, kAvx512DoubleTiles), each with its
+// kernel and the AVX2 transposing packers for its widths.
+template <class T, const auto& Rows, size_t... I>
+constexpr std::array<Tile<T>, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
+  constexpr int L = 64 / sizeof(T);
+  static_assert(((Rows[I].NR % L == 0) && ...), "NR: whole registers");
+  return {Tile<T>{Rows[I], &ukernel_avx512<T, Rows[I].MR, Rows[I].NR / L>, avx2_pack_a_rows<T>(Rows[I].MR),
+                  avx2_pack_b_rows<T>(Rows[I].NR)}...};
+}
+template <class T, const auto& Rows>
+std::span<const Tile<T>> tiles() {
+  static const auto t = make_tiles<T, Rows>(std::make_index_sequence<std::size(Rows)>());
+  return t;
+}
 
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{
-      "avx512",
-      {kAvx512Float, &ukernel_avx512<float, kAvx512Float.MR, kAvx512Float.NR / kLanesF>, &avx512::gemm_small<float>,
-       avx2_pack_a_rows<float>(kAvx512Float.MR), avx2_pack_b_rows<float>(kAvx512Float.NR)},
-      {kAvx512Double, &ukernel_avx512<double, kAvx512Double.MR, kAvx512Double.NR / kLanesD>, &avx512::gemm_small<double>,
-       avx2_pack_a_rows<double>(kAvx512Double.MR), avx2_pack_b_rows<double>(kAvx512Double.NR)}};
+  static const Kernels k{"avx512",
+                         make_kernel_set(tiles<float, kAvx512FloatTiles>(), kAvx512Float, kAvx512FloatNarrow,
+                                         &avx512::gemm_small<float>),
+                         make_kernel_set(tiles<double, kAvx512DoubleTiles>(), kAvx512Double, kAvx512DoubleNarrow,
+                                         &avx512::gemm_small<double>)};
   return k;
 }
 

@@ -21,11 +21,13 @@ void ukernel_portable(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, 
 }  // namespace
 
 const Kernels& portable_kernels() {
-  static const Kernels k{"portable",
-                         {kPortableFloat, &ukernel_portable<float, kPortableFloat.MR, kPortableFloat.NR>,
-                          &portable::gemm_small<float>},
-                         {kPortableDouble, &ukernel_portable<double, kPortableDouble.MR, kPortableDouble.NR>,
-                          &portable::gemm_small<double>}};
+  static const Tile<float> tiles_s[] = {{kPortableFloat, &ukernel_portable<float, kPortableFloat.MR, kPortableFloat.NR>}};
+  static const Tile<double> tiles_d[] = {
+      {kPortableDouble, &ukernel_portable<double, kPortableDouble.MR, kPortableDouble.NR>}};
+  static const Kernels k{
+      "portable",
+      make_kernel_set<float>(tiles_s, kPortableFloat, kPortableFloatNarrow, &portable::gemm_small<float>),
+      make_kernel_set<double>(tiles_d, kPortableDouble, kPortableDoubleNarrow, &portable::gemm_small<double>)};
   return k;
 }
 

@@ -9,10 +9,23 @@ if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
-hddp_build() {
+# hddp_configure GROUP|PACKAGE...: installs what is missing (scripts/setup-deps.sh), then
+# configures build/ with the one set of flags every script uses (Release, warnings as errors),
+# so that run.sh, test.sh and the benchmarks share one tree and none rebuilds another's work.
+# HDDP_CMAKE_ARGS adds flags (and then, to the tree, is a change like any other).
+hddp_configure() {
   bash "$HDDP_ROOT/scripts/setup-deps.sh" "$@"
-  cmake -S "$HDDP_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${HDDP_CMAKE_ARGS:-} >/dev/null
-  cmake --build "$BUILD_DIR" -j "$JOBS"
+  cmake -S "$HDDP_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DHDDP_WERROR=ON ${HDDP_CMAKE_ARGS:-} >/dev/null
+}
+
+# hddp_build [GROUP|PACKAGE...]: hddp_configure (default group: build), then builds the whole
+# tree; HDDP_TARGETS (space-separated) builds only those targets.
+hddp_build() {
+  [ $# -eq 0 ] && set -- build
+  hddp_configure "$@"
+  local targets=()
+  for t in ${HDDP_TARGETS:-}; do targets+=(--target "$t"); done
+  cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
 }
 
 # The CPU a benchmark ran on, for its table and its results folder: sets CPU_MODEL (lscpu's model

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the main job: the tutorial's polynomial fit on 3
-# local MPI ranks, writing errors.pdf, eval.csv and loss.csv into ./out (or $HDDP_OUT).
+# Installs what is missing (setup-deps.sh's build group), builds poly_train alone, and runs the
+# main job: the tutorial's polynomial fit on 3 local MPI ranks, writing errors.pdf, eval.csv and
+# loss.csv into ./out (or $HDDP_OUT). build/ is the tree scripts/test.sh builds the rest into.
 # Extra arguments go to poly_train (see build/drivers/poly_train --help). With HDDP_IMAGE set,
 # the ranks run inside that Charliecloud image (slurm/container.sh).
 #
@@ -9,7 +10,7 @@
 # exit 75. (SIGTERM to mpiexec itself would start Open MPI's kill sequence instead: the ranks
 # get SIGTERM only odls_base_sigkill_timeout seconds later; slurm/README.md, "Signals".)
 source "$(dirname "$0")/common.sh"
-hddp_build
+HDDP_TARGETS=poly_train hddp_build build   # the build group and the one program: nothing else
 OUT="$(realpath -m "${HDDP_OUT:-$PWD/out}")"
 mkdir -p "$OUT"
 # 3 ranks share this machine's cores: one OpenMP thread each unless told otherwise

@@ -1,29 +1,55 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages hddp needs, and only those that are missing.
-# Idempotent and quiet; needs root or sudo; waits while another apt holds the lock.
+#   setup-deps.sh [GROUP | PACKAGE]...      (no argument: the build group)
+# Groups, each script asking for its own:
+#   build      configure and build the whole tree, run the drivers (scripts/run.sh)
+#   tests      what the test suite adds: PyTorch and numpy for the round trips, the
+#              Fashion-MNIST data, poppler (PDF checks)
+#   bench      the benchmarks' anchors and tools: BLIS, SimGrid SMPI, PyTorch
+#   slurm      a local Slurm for the job-file tests (scripts/slurm-local.sh)
+#   container  Charliecloud and mmdebstrap for the image tests (slurm/container.sh)
+#   all        every group (scripts/test.sh)
+# Any other argument is a package name. Idempotent and quiet; needs root or sudo; waits while
+# another apt holds the lock.
 set -euo pipefail
 
-PKGS=(
+BUILD=(
   build-essential cmake pkg-config
   libopenmpi-dev openmpi-bin
   libopenblas-openmp-dev
-  libblis-openmp-dev   # bench_gemm: BLIS, the second GEMM anchor
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev   # the tree configures its tests and benchmarks too
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
-  nlohmann-json3-dev
-  libcli11-dev
-  libsleef-dev    # kernels/elementwise_*.cpp: vector tanh at each instruction set's width
-  zlib1g-dev      # data/idx.cpp: gzip'd IDX files
-  libcsv-dev      # data/csv.cpp: the CSV parser
-  python3-numpy   # tests/data/gen_npy_fixtures.py: .npy files written by numpy
-  dataset-fashion-mnist  # drivers/mnist_train's data (/usr/share/datasets/fashion-mnist)
-  libsimgrid-dev   # bench/at_scale: SimGrid SMPI (smpicxx, smpirun) for the at-scale allreduce tables
-  poppler-utils
-  python3
-  python3-torch   # the safetensors round trip with PyTorch (tests/drivers/test_safetensors.sh)
+  nlohmann-json3-dev libcli11-dev
+  libsleef-dev   # kernels/elementwise_*.cpp: vector tanh at each instruction set's width
+  zlib1g-dev     # data/idx.cpp: gzip'd IDX files
+  libcsv-dev     # data/csv.cpp: the CSV parser
 )
-# Extra packages a caller may ask for (e.g. the Slurm test), passed as arguments.
-PKGS+=("$@")
+TESTS=(
+  python3 python3-numpy poppler-utils
+  python3-torch          # the safetensors round trips with PyTorch
+  dataset-fashion-mnist  # mnist_train's data (/usr/share/datasets/fashion-mnist)
+)
+BENCH=(
+  python3 python3-torch
+  libblis-openmp-dev     # bench_gemm: BLIS, the second GEMM anchor
+  libsimgrid-dev         # bench/at_scale: SimGrid SMPI (smpicxx, smpirun)
+)
+SLURM=(slurmctld slurmd slurm-client munge)
+CONTAINER=(mmdebstrap charliecloud-runtime)
+
+PKGS=()
+[ $# -eq 0 ] && set -- build
+for a in "$@"; do
+  case "$a" in
+    build) PKGS+=("${BUILD[@]}") ;;
+    tests) PKGS+=("${TESTS[@]}") ;;
+    bench) PKGS+=("${BENCH[@]}") ;;
+    slurm) PKGS+=("${SLURM[@]}") ;;
+    container) PKGS+=("${CONTAINER[@]}") ;;
+    all) PKGS+=("${BUILD[@]}" "${TESTS[@]}" "${BENCH[@]}" "${SLURM[@]}" "${CONTAINER[@]}") ;;
+    *) PKGS+=("$a") ;;
+  esac
+done
 
 missing=()
 for p in "${PKGS[@]}"; do

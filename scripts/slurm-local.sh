@@ -221,7 +221,7 @@ cmd_up() {
     NODES="$want"
   fi
 
-  bash "$HDDP_ROOT/scripts/setup-deps.sh" slurmctld slurmd slurm-client munge
+  bash "$HDDP_ROOT/scripts/setup-deps.sh" slurm
   local b
   for b in /usr/sbin/munged /usr/sbin/slurmctld /usr/sbin/slurmd; do
     [ -x "$b" ] || die "$b is missing after setup-deps.sh"

@@ -6,6 +6,6 @@
 # use: on a 16-core node under `sbatch -c 16`, 16). Extra arguments go to gemm_tune
 # (--out FILE, --dry-run, --show; see gemm_tune --help).
 source "$(dirname "$0")/common.sh"
-hddp_build
+HDDP_TARGETS=gemm_tune hddp_build build
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-$(nproc)}}"
 exec "$BUILD_DIR/tune/gemm_tune" "$@"

@@ -64,7 +64,7 @@ cmd_build() {
   fi
   [ "$(id -u)" -eq 0 ] ||
     hddp_ch_die "building the image needs root (mmdebstrap in root mode); build it as root, or elsewhere, and point HDDP_IMAGE at it"
-  bash "$ROOT/scripts/setup-deps.sh" mmdebstrap charliecloud-runtime
+  bash "$ROOT/scripts/setup-deps.sh" container
   # The host's apt sources, as they are (mmdebstrap copies .list/.sources files it is given).
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
     if [ -s "$f" ] && grep -qE '^[[:space:]]*(deb |Types:)' "$f"; then sources+=("$f"); fi

@@ -107,7 +107,10 @@ assert r['params'] == '1048576+1024' and float(r['forward_flop']) == f and abs(f
   rc=$?
   { [ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q "communication model off by more than" "$WORK/cc.log"; }; } \
     && pass "at_scale_comm_check: exit $rc" || fail "at_scale_comm_check: rc $rc: $(tail -5 "$WORK/cc.log")"
-  "$BIN/at_scale_comm_check" --from-raw "$WORK/cc.json" --tolerance 10 --out "$WORK/cc2.csv" >/dev/null 2>&1
+  # The raw file re-derives the same rows and the same verdict (its exit code).
+  "$BIN/at_scale_comm_check" --from-raw "$WORK/cc.json" --tolerance 10 --out "$WORK/cc2.csv" >"$WORK/cc2.log" 2>&1
+  rc2=$?
+  [ "$rc2" -eq "$rc" ] || fail "at_scale_comm_check --from-raw: exit $rc2, the live run's was $rc: $(tail -3 "$WORK/cc2.log")"
   python3 -c "import csv; r=list(csv.DictReader(open('$WORK/cc.csv'))); assert len(r)==4 and {x['mode'] for x in r}=={'blocking','overlapped'} and all(float(x['measured_comm_ms'])>=0 and float(x['replay_comm_ms'])>0 for x in r)" \
     && cmp -s "$WORK/cc.csv" "$WORK/cc2.csv" \
     && pass "at_scale_comm_check: 4 rows, re-derived from its raw file" || fail "at_scale_comm_check: $(cat "$WORK/cc.csv")"

@@ -10,6 +10,7 @@ package), and the checks:
   check-step W0 batch.csv W1 LR           one PyTorch Adam step from W0 on hddp's batch equals
                                           hddp's (W1) within 1e-6
   make-bad GOOD DIR                       damaged and mismatched files for the error tests
+Several in one run: CMD ARGS -- CMD ARGS ... (exit 1 if any check failed).
 """
 import json
 import os
@@ -140,5 +141,15 @@ def make_bad(good, out):
 
 
 if __name__ == "__main__":
-    cmd, args = sys.argv[1], sys.argv[2:]
-    {"check-export": check_export, "write-init": write_init, "check-step": check_step, "make-bad": make_bad}[cmd](*args)
+    # Several commands in one process (importing torch costs seconds): CMD ARGS [-- CMD ARGS]...
+    commands = {"check-export": check_export, "write-init": write_init, "check-step": check_step, "make-bad": make_bad}
+    words, failed = sys.argv[1:], False
+    while words:
+        n = words.index("--") if "--" in words else len(words)
+        cmd, args, words = words[0], words[1:n], words[n + 1:]
+        try:
+            commands[cmd](*args)
+        except AssertionError as e:
+            print(f"{cmd}: {e}")
+            failed = True
+    sys.exit(1 if failed else 0)

@@ -23,6 +23,9 @@
 # after their first progress line; the resume and the reference then run to the stop epoch
 # plus 1000 (at least one loss line each; under ASan with two CPU hogs a step of 3 ranks takes
 # ~10 ms, so the replayed epochs dominate this test's time: it took 400 s of its 600 with 3000).
+# Not fewer epochs per log line: during TERM-to-mpiexec's grace mpiexec reads none of the ranks'
+# output, and at 100 epochs a line the stderr pipe (64 KiB) fills within the 10 s grace, so
+# rank 0's stop message would wait for a reader that never comes (the loss lines never wait).
 # Usage: test_signals.sh <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir>
 source "$(dirname "$0")/lib.sh" "$@"
 

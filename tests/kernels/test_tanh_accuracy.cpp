@@ -1,8 +1,11 @@
 // tanh_forward over every float, against tanh in double: the maximum error in ulp of the kernel
 // set under test (HDDP_ELEMENTWISE_KERNEL, one ctest entry per set; 77 = "Not Run" where this CPU
-// cannot run it). The kernel computes in double and rounds once: the bound is 0.501 ulp
-// (measured 0.5001); SLEEF's tanhf (_u10) is documented at 1.0 ulp, glibc's tanhf, which the
+// cannot run it). The kernel computes in double and rounds once: the bound is the measured
+// maximum, 0.500108 ulp (at x = 3.95225668), held to 0.50011 so that a change that loses
+// accuracy fails; SLEEF's tanhf (_u10) is documented at 1.0 ulp, glibc's tanhf, which the
 // kernel called before, reaches 2.19 ulp (at x ~ 0.2333).
+// HDDP_TANH_SAMPLE=N sweeps every N-th chunk of 65536 consecutive floats only, plus the chunk of
+// the known worst case (the sanitizer build, where the whole sweep would cost minutes).
 //
 // The sweep covers every non-negative bit pattern; each negative x is checked to give exactly
 // -tanh(|x|). Beyond |x| = 9.1 tanh rounds to +-1 in float, so those need no reference call.
@@ -59,6 +62,9 @@ TEST(TanhAccuracy, EveryFloatWithinOneUlp) {
   constexpr uint32_t kChunk = 1u << 16;
   constexpr uint64_t kPositive = 0x80000000ull;  // bit patterns 0 .. 0x7fffffff: +0 .. +NaN
   const int64_t nchunks = int64_t(kPositive / kChunk);
+  const char* sample = std::getenv("HDDP_TANH_SAMPLE");
+  const int64_t every = sample && std::atoll(sample) > 1 ? std::atoll(sample) : 1;
+  const int64_t worst_chunk = int64_t(to_bits(3.95225668f) / kChunk);
   std::vector<Worst> worst(static_cast<size_t>(omp_get_max_threads()));
 #pragma omp parallel
   {
@@ -66,6 +72,7 @@ TEST(TanhAccuracy, EveryFloatWithinOneUlp) {
     std::vector<float> x(kChunk), y(kChunk), xn(kChunk), yn(kChunk);
 #pragma omp for schedule(dynamic, 64)
     for (int64_t c = 0; c < nchunks; ++c) {
+      if (c % every != 0 && c != worst_chunk) continue;
       const uint32_t base = uint32_t(c) * kChunk;
       for (uint32_t i = 0; i < kChunk; ++i) x[i] = from_bits(base + i), xn[i] = -x[i];
       k.tanh_forward(kChunk, x.data(), y.data());
@@ -94,10 +101,11 @@ TEST(TanhAccuracy, EveryFloatWithinOneUlp) {
     if (w.failures && !all.failures) all.first_bad = w.first_bad;
     all.failures += w.failures;
   }
-  std::printf("tanh (%s set): max error %.6f ulp at x = %.9g over all 2^32 floats\n", elementwise_kernel_name(),
-              all.err, double(all.x));
+  std::printf("tanh (%s set): max error %.6f ulp at x = %.9g over %s\n", elementwise_kernel_name(), all.err,
+              double(all.x), every == 1 ? "all 2^32 floats" : ("every " + std::to_string(every) + "th chunk of floats").c_str());
   EXPECT_EQ(all.failures, 0) << "NaN, symmetry or saturation broken, first at x = " << all.first_bad;
-  EXPECT_LT(all.err, 0.501) << "at x = " << all.x << " (computed in double and rounded once: 0.5001 ulp at most)";
+  EXPECT_LT(all.err, 0.50011) << "at x = " << all.x << " (computed in double and rounded once: 0.500108 ulp measured)";
+  EXPECT_GT(all.err, 0.5) << "the sweep missed the float where rounding once is worst";
 }
 
 int main(int argc, char** argv) {

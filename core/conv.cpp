@@ -1,0 +1,397 @@
+#include <hddp/core/conv.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/elementwise.h>
+#include <hddp/kernels/gemm.h>
+
+namespace hddp {
+
+namespace {
+
+// Floor and ceiling of a / s for s > 0 and any sign of a.
+int64_t floor_div(int64_t a, int64_t s) { return a >= 0 ? a / s : -((-a + s - 1) / s); }
+int64_t ceil_div(int64_t a, int64_t s) { return -floor_div(-a, s); }
+
+// The output columns [lo, hi) of a kernel column kj whose input column ow*s + kj - pad lies in
+// [0, W).
+struct Span {
+  int64_t lo, hi;
+};
+Span inside(int64_t W, int64_t OW, int64_t kj, int64_t stride, int64_t pad) {
+  const int64_t lo = std::clamp<int64_t>(ceil_div(pad - kj, stride), 0, OW);
+  const int64_t hi = std::clamp<int64_t>(ceil_div(W + pad - kj, stride), lo, OW);
+  return {lo, hi};
+}
+
+// Images per GEMM: as many as fit in kConvColsMax values of cols, at least one.
+int64_t images_per_gemm(int64_t B, int64_t ckk, int64_t P) {
+  return std::clamp<int64_t>(kConvColsMax / std::max<int64_t>(1, ckk * P), 1, std::max<int64_t>(B, 1));
+}
+
+// Sum of n values in 8 interleaved partial sums (vectorisable, one fixed order).
+template <class T>
+T sum_run(int64_t n, const T* x) {
+  T acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += x[i + j];
+  T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+void check_conv(const char* fn, int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, int64_t k, int64_t stride,
+                int64_t pad) {
+  HDDP_CHECK_ARG(B >= 0 && C > 0 && H > 0 && W > 0 && Cout > 0 && k > 0 && stride > 0 && pad >= 0,
+                 fn << ": need B >= 0, C, H, W, Cout, k, stride > 0 and pad >= 0; got B=" << B << " C=" << C << " H="
+                    << H << " W=" << W << " Cout=" << Cout << " k=" << k << " stride=" << stride << " pad=" << pad);
+  HDDP_CHECK_ARG(k <= H + 2 * pad && k <= W + 2 * pad,
+                 fn << ": kernel " << k << " does not fit the padded input " << H + 2 * pad << " x " << W + 2 * pad);
+}
+
+}  // namespace
+
+int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
+  if (in <= 0 || k <= 0 || stride <= 0 || pad < 0 || in + 2 * pad < k) return 0;
+  return (in + 2 * pad - k) / stride + 1;
+}
+
+template <class T>
+void im2col(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride, int64_t pad, const T* X,
+            T* cols) {
+  const int64_t OH = conv_out_size(H, k, stride, pad), OW = conv_out_size(W, k, stride, pad);
+  const int64_t P = OH * OW, N = B * P;  // N: the row length of cols
+  // One (image, channel) plane per iteration: its k*k rows' runs of P columns, disjoint.
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * k * k > kParallelMin)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c) {
+      const T* x = X + (b * C + c) * H * W;
+      for (int64_t ki = 0; ki < k; ++ki)
+        for (int64_t kj = 0; kj < k; ++kj) {
+          T* row = cols + ((c * k + ki) * k + kj) * N + b * P;
+          const Span s = inside(W, OW, kj, stride, pad);
+          for (int64_t oh = 0; oh < OH; ++oh) {
+            T* o = row + oh * OW;
+            const int64_t ih = oh * stride + ki - pad;
+            if (ih < 0 || ih >= H) {
+              std::fill(o, o + OW, T(0));
+              continue;
+            }
+            std::fill(o, o + s.lo, T(0));
+            const T* xr = x + ih * W + kj - pad;  // xr[ow * stride]: input column of ow
+            if (stride == 1)
+              std::memcpy(o + s.lo, xr + s.lo, sizeof(T) * size_t(s.hi - s.lo));
+            else
+              for (int64_t ow = s.lo; ow < s.hi; ++ow) o[ow] = xr[ow * stride];
+            std::fill(o + s.hi, o + OW, T(0));
+          }
+        }
+    }
+}
+
+template <class T>
+void col2im(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride, int64_t pad, const T* cols,
+            T* X) {
+  const int64_t OH = conv_out_size(H, k, stride, pad), OW = conv_out_size(W, k, stride, pad);
+  const int64_t P = OH * OW, N = B * P;
+  // Each plane of X is summed by one thread, its rows in order (ki, kj, oh, ow).
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * k * k > kParallelMin)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c) {
+      T* x = X + (b * C + c) * H * W;
+      std::fill(x, x + H * W, T(0));
+      for (int64_t ki = 0; ki < k; ++ki)
+        for (int64_t kj = 0; kj < k; ++kj) {
+          const T* row = cols + ((c * k + ki) * k + kj) * N + b * P;
+          const Span s = inside(W, OW, kj, stride, pad);
+          for (int64_t oh = 0; oh < OH; ++oh) {
+            const int64_t ih = oh * stride + ki - pad;
+            if (ih < 0 || ih >= H) continue;
+            const T* o = row + oh * OW;
+            T* xr = x + ih * W + kj - pad;
+            if (stride == 1)
+              for (int64_t ow = s.lo; ow < s.hi; ++ow) xr[ow] += o[ow];
+            else
+              for (int64_t ow = s.lo; ow < s.hi; ++ow) xr[ow * stride] += o[ow];
+          }
+        }
+    }
+}
+
+int64_t conv2d_scratch_size(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, int64_t k, int64_t stride,
+                            int64_t pad) {
+  const int64_t P = conv_out_size(H, k, stride, pad) * conv_out_size(W, k, stride, pad);
+  if (B <= 0 || P == 0) return 0;
+  const int64_t ckk = C * k * k, n = images_per_gemm(B, ckk, P);
+  // cols, and (for more than one image per GEMM) the output or dY in C x N x H x W order.
+  return ckk * n * P + (n > 1 ? Cout * n * P : 0);
+}
+
+template <class T>
+void conv2d_forward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, int64_t k, int64_t stride,
+                    int64_t pad, const T* X, const T* Wt, const T* b, T* Y, T* scratch) {
+  check_conv("conv2d_forward", B, C, H, W, Cout, k, stride, pad);
+  HDDP_CHECK_ARG(X && Wt && Y && scratch, "conv2d_forward: X, Wt, Y and scratch must not be null");
+  const int64_t OH = conv_out_size(H, k, stride, pad), OW = conv_out_size(W, k, stride, pad);
+  const int64_t P = OH * OW, ckk = C * k * k, G = images_per_gemm(B, ckk, P);
+  for (int64_t g0 = 0; g0 < B; g0 += G) {
+    const int64_t n = std::min(G, B - g0), N = n * P;
+    T* cols = scratch;
+    T* y = Y + g0 * Cout * P;
+    im2col(n, C, H, W, k, stride, pad, X + g0 * C * H * W, cols);
+    // Y'(Cout x n*P) = W · cols; for one image that is already its NCHW output.
+    T* yc = n == 1 ? y : cols + ckk * N;
+    gemm(Trans::No, Trans::No, Cout, N, ckk, T(1), Wt, ckk, cols, N, T(0), yc, N);
+    // Runs of P values from Cout x (n x P) to n x (Cout x P), the bias added.
+#pragma omp parallel for collapse(2) schedule(static) if (n * Cout * P > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t co = 0; co < Cout; ++co) {
+        const T* src = yc + co * N + i * P;
+        T* dst = y + (i * Cout + co) * P;
+        if (b) {
+          const T bias = b[co];
+          for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + bias;
+        } else if (src != dst) {
+          std::memcpy(dst, src, sizeof(T) * size_t(P));
+        }
+      }
+  }
+}
+
+template <class T>
+void conv2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, int64_t k, int64_t stride,
+                     int64_t pad, const T* X, const T* Wt, const T* dY, T* dX, T* dW, T* db, T* scratch,
+                     bool accumulate) {
+  check_conv("conv2d_backward", B, C, H, W, Cout, k, stride, pad);
+  HDDP_CHECK_ARG(X && Wt && dY && dW && scratch, "conv2d_backward: X, Wt, dY, dW and scratch must not be null");
+  const int64_t OH = conv_out_size(H, k, stride, pad), OW = conv_out_size(W, k, stride, pad);
+  const int64_t P = OH * OW, ckk = C * k * k, G = images_per_gemm(B, ckk, P);
+  if (B == 0) {
+    if (!accumulate) {  // nothing to add: the overwrite is zeros
+      std::fill(dW, dW + Cout * ckk, T(0));
+      if (db) std::fill(db, db + Cout, T(0));
+    }
+    return;
+  }
+  // db: per output channel, image after image, each plane's P values summed in one fixed order.
+  if (db) {
+#pragma omp parallel for schedule(static) if (B * Cout * P > kParallelMin)
+    for (int64_t co = 0; co < Cout; ++co) {
+      T s = accumulate ? db[co] : T(0);
+      for (int64_t i = 0; i < B; ++i) s += sum_run(P, dY + (i * Cout + co) * P);
+      db[co] = s;
+    }
+  }
+  for (int64_t g0 = 0; g0 < B; g0 += G) {
+    const int64_t n = std::min(G, B - g0), N = n * P;
+    T* cols = scratch;
+    const T* dy = dY + g0 * Cout * P;
+    // dY' (Cout x n*P): for one image, dY itself.
+    const T* dyc = dy;
+    if (n > 1) {
+      T* t = cols + ckk * N;
+#pragma omp parallel for collapse(2) schedule(static) if (N * Cout > kParallelMin)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t co = 0; co < Cout; ++co)
+          std::memcpy(t + co * N + i * P, dy + (i * Cout + co) * P, sizeof(T) * size_t(P));
+      dyc = t;
+    }
+    im2col(n, C, H, W, k, stride, pad, X + g0 * C * H * W, cols);
+    // dW(Cout x ckk) (+)= dY' · cols^T; the groups add in order.
+    const T beta = g0 == 0 && !accumulate ? T(0) : T(1);
+    gemm(Trans::No, Trans::Yes, Cout, ckk, N, T(1), dyc, N, cols, N, beta, dW, ckk);
+    if (dX) {
+      // dcols(ckk x n*P) = W^T · dY', over cols (no longer needed), then summed into dX.
+      gemm(Trans::Yes, Trans::No, ckk, N, Cout, T(1), Wt, ckk, dyc, N, T(0), cols, N);
+      col2im(n, C, H, W, k, stride, pad, cols, dX + g0 * C * H * W);
+    }
+  }
+}
+
+template <class T>
+void maxpool2d_forward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride, const T* X, T* Y,
+                       T* argmax) {
+  HDDP_CHECK_ARG(B >= 0 && C > 0 && H > 0 && W > 0 && k > 0 && stride > 0,
+                 "maxpool2d_forward: need B >= 0 and C, H, W, k, stride > 0; got B="
+                     << B << " C=" << C << " H=" << H << " W=" << W << " k=" << k << " stride=" << stride);
+  HDDP_CHECK_ARG(k <= H && k <= W, "maxpool2d_forward: kernel " << k << " does not fit the input " << H << " x " << W);
+  HDDP_CHECK_ARG(X && Y && argmax, "maxpool2d_forward: X, Y and argmax must not be null");
+  const int64_t OH = conv_out_size(H, k, stride, 0), OW = conv_out_size(W, k, stride, 0);
+#pragma omp parallel for schedule(static) if (B * C * OH * OW * k * k > kParallelMin)
+  for (int64_t bc = 0; bc < B * C; ++bc) {
+    const T* x = X + bc * H * W;
+    T* y = Y + bc * OH * OW;
+    T* am = argmax + bc * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        // PyTorch's rule: (v > best || isnan(v)) replaces, so the first of equal maxima stays.
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t at = 0;
+        const T* w = x + oh * stride * W + ow * stride;
+        for (int64_t ki = 0; ki < k; ++ki)
+          for (int64_t kj = 0; kj < k; ++kj) {
+            const T v = w[ki * W + kj];
+            if (v > best || std::isnan(v)) best = v, at = ki * k + kj;
+          }
+        y[oh * OW + ow] = best;
+        am[oh * OW + ow] = T(at);
+      }
+  }
+}
+
+template <class T>
+void maxpool2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride, const T* argmax,
+                        const T* dY, T* dX) {
+  HDDP_CHECK_ARG(B >= 0 && C > 0 && H > 0 && W > 0 && k > 0 && stride > 0 && k <= H && k <= W,
+                 "maxpool2d_backward: need B >= 0, C, H, W, k, stride > 0 and k <= H, W; got B="
+                     << B << " C=" << C << " H=" << H << " W=" << W << " k=" << k << " stride=" << stride);
+  HDDP_CHECK_ARG(argmax && dY && dX, "maxpool2d_backward: argmax, dY and dX must not be null");
+  const int64_t OH = conv_out_size(H, k, stride, 0), OW = conv_out_size(W, k, stride, 0);
+#pragma omp parallel for schedule(static) if (B * C * H * W > kParallelMin)
+  for (int64_t bc = 0; bc < B * C; ++bc) {
+    T* dx = dX + bc * H * W;
+    const T* dy = dY + bc * OH * OW;
+    const T* am = argmax + bc * OH * OW;
+    std::fill(dx, dx + H * W, T(0));
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t at = int64_t(am[oh * OW + ow]);
+        dx[(oh * stride + at / k) * W + ow * stride + at % k] += dy[oh * OW + ow];
+      }
+  }
+}
+
+#define HDDP_INSTANTIATE_CONV(T)                                                                                 \
+  template void im2col<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, T*);          \
+  template void col2im<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, T*);          \
+  template void conv2d_forward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,        \
+                                  const T*, const T*, const T*, T*, T*);                                         \
+  template void conv2d_backward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,       \
+                                   const T*, const T*, const T*, T*, T*, T*, T*, bool);                          \
+  template void maxpool2d_forward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, T*, T*);    \
+  template void maxpool2d_backward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, const T*, \
+                                      T*);
+HDDP_INSTANTIATE_CONV(float)
+HDDP_INSTANTIATE_CONV(double)
+
+namespace layers {
+
+namespace {
+
+void check_image(const Shape& in, int64_t channels) {
+  HDDP_CHECK_ARG(in.size() == 3, "expects a (C, H, W) image input but gets " << to_string(in));
+  HDDP_CHECK_ARG(channels < 0 || in[0] == channels,
+                 "expects " << channels << " input channels, gets " << in[0] << " (input shape " << to_string(in) << ")");
+}
+
+}  // namespace
+
+template <class T>
+Conv2d<T>::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias)
+    : in_(in), out_(out), k_(kernel), stride_(stride), pad_(padding), bias_(bias) {}
+
+template <class T>
+std::string Conv2d<T>::name() const {
+  // PyTorch's repr with scalar sizes: padding only when not 0, bias only when off.
+  return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" + std::to_string(k_) +
+         ", stride=" + std::to_string(stride_) + (pad_ ? ", padding=" + std::to_string(pad_) : "") +
+         (bias_ ? ")" : ", bias=False)");
+}
+
+template <class T>
+Shape Conv2d<T>::setup(const Shape& in) {
+  HDDP_CHECK_ARG(in_ > 0 && out_ > 0 && k_ > 0 && stride_ > 0 && pad_ >= 0,
+                 "in and out channels, kernel and stride must be positive and padding not negative");
+  check_image(in, in_);
+  H_ = in[1], W_ = in[2];
+  HDDP_CHECK_ARG(k_ <= H_ + 2 * pad_ && k_ <= W_ + 2 * pad_,
+                 "kernel " << k_ << " does not fit the padded input " << H_ + 2 * pad_ << " x " << W_ + 2 * pad_);
+  return {out_, conv_out_size(H_, k_, stride_, pad_), conv_out_size(W_, k_, stride_, pad_)};
+}
+
+template <class T>
+std::vector<ParamSpec> Conv2d<T>::parameters() const {
+  std::vector<ParamSpec> p{{"weight", out_, in_ * k_ * k_}};
+  if (bias_) p.push_back({"bias", out_, 1});
+  return p;
+}
+
+template <class T>
+void Conv2d<T>::reset_parameters(Rng& rng, T* const* params) const {
+  const int64_t fan_in = in_ * k_ * k_;
+  const T bound = T(1.0 / std::sqrt(double(fan_in)));
+  for (int64_t i = 0; i < out_ * fan_in; ++i) params[0][i] = rng.uniform<T>(-bound, bound);
+  if (bias_)
+    for (int64_t i = 0; i < out_; ++i) params[1][i] = rng.uniform<T>(-bound, bound);
+}
+
+template <class T>
+int64_t Conv2d<T>::scratch_size(int64_t batch) const {
+  return conv2d_scratch_size(batch, in_, H_, W_, out_, k_, stride_, pad_);
+}
+
+template <class T>
+void Conv2d<T>::forward(const Forward<T>& f) const {
+  conv2d_forward(f.batch, in_, H_, W_, out_, k_, stride_, pad_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
+                 f.scratch);
+}
+
+template <class T>
+void Conv2d<T>::backward(const Backward<T>& b) const {
+  conv2d_backward(b.batch, in_, H_, W_, out_, k_, stride_, pad_, b.x, b.params[0], b.dy, b.dx, b.grads[0],
+                  bias_ ? b.grads[1] : nullptr, b.scratch, b.accumulate);
+}
+
+template <class T>
+double Conv2d<T>::flops(int64_t batch) const {
+  const double outputs = double(batch) * double(out_) * double(conv_out_size(H_, k_, stride_, pad_)) *
+                         double(conv_out_size(W_, k_, stride_, pad_));
+  return 2.0 * outputs * double(in_ * k_ * k_) + (bias_ ? outputs : 0.0);
+}
+
+template <class T>
+MaxPool2d<T>::MaxPool2d(int64_t kernel, std::optional<int64_t> stride) : k_(kernel), stride_(stride.value_or(kernel)) {}
+
+template <class T>
+std::string MaxPool2d<T>::name() const {
+  return "MaxPool2d(kernel_size=" + std::to_string(k_) + ", stride=" + std::to_string(stride_) + ")";
+}
+
+template <class T>
+Shape MaxPool2d<T>::setup(const Shape& in) {
+  HDDP_CHECK_ARG(k_ > 0 && stride_ > 0, "kernel and stride must be positive");
+  check_image(in, -1);
+  C_ = in[0], H_ = in[1], W_ = in[2];
+  HDDP_CHECK_ARG(k_ <= H_ && k_ <= W_, "kernel " << k_ << " does not fit the input " << H_ << " x " << W_);
+  OH_ = conv_out_size(H_, k_, stride_, 0), OW_ = conv_out_size(W_, k_, stride_, 0);
+  return {C_, OH_, OW_};
+}
+
+template <class T>
+void MaxPool2d<T>::forward(const Forward<T>& f) const {
+  maxpool2d_forward(f.batch, C_, H_, W_, k_, stride_, f.x, f.y, f.saved);
+}
+
+template <class T>
+void MaxPool2d<T>::backward(const Backward<T>& b) const {
+  if (b.dx) maxpool2d_backward(b.batch, C_, H_, W_, k_, stride_, b.saved, b.dy, b.dx);
+}
+
+template <class T>
+double MaxPool2d<T>::flops(int64_t batch) const {
+  return double(batch) * double(C_) * double(OH_) * double(OW_) * double(k_ * k_);
+}
+
+template class Conv2d<float>;
+template class Conv2d<double>;
+template class MaxPool2d<float>;
+template class MaxPool2d<double>;
+
+}  // namespace layers
+
+}  // namespace hddp

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Reference values from PyTorch for tests/core/test_conv.cpp (Conv2d, MaxPool2d, Flatten, Dropout).
+
+    apt-get install -y python3-torch        # Debian bookworm: PyTorch 1.13
+    /usr/bin/python3 tests/core/gen_conv_reference.py > tests/core/data/conv_reference.txt
+
+Every input is drawn by torch.manual_seed(0)'s generator in float32 and written exactly, so the
+C++ test gives float and double the same problem; the outputs are PyTorch's in float64.
+
+Output format (text, one record per line, whitespace-separated; values are Python repr(): an
+exact round trip):
+    torch <version>
+    conv <B> <C> <H> <W> <Cout> <k> <stride> <pad> <bias 0|1>
+      x <n> ...        B x C x H x W
+      weight <n> ...   Cout x C x k x k
+      bias <n> ...     Cout values (0 values without bias)
+      dy <n> ...       B x Cout x OH x OW: the gradient fed to backward
+      y <n> ...        F.conv2d(x, weight, bias, stride, pad)
+      dx <n> ... / dweight <n> ... / dbias <n> ...
+    end
+    pool <B> <C> <H> <W> <k> <stride>
+      x / dy / y / index (PyTorch's argmax, ih * W + iw within the plane) / dx
+    end
+    dropout <p> <float32 scale> <float64 scale>   the kept values' factor F.dropout applies
+    cnn <B> <C> <H> <W>   nn.Sequential(Conv2d(3, 4, 3, padding=1), ReLU(), MaxPool2d(2),
+                          Conv2d(4, 5, 3, stride=2, padding=2), ReLU(), MaxPool2d(2, stride=1),
+                          Flatten(), Linear(45, 3)), MSE loss (mean) against target
+      x / target / params (state_dict order, flattened) / y / loss <v> / grads (as params)
+    end
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+# (B, C, H, W, Cout, k, stride, pad, bias): strides 1 and 2 (and 3), paddings 0/1/2, odd sizes,
+# batch 1, channels 1, 3 and 5, a kernel as large as the padded input, a 1x1 kernel.
+CONV = [
+    (2, 1, 7, 9, 3, 3, 1, 0, True),
+    (1, 3, 8, 5, 4, 3, 2, 1, True),
+    (3, 5, 9, 9, 2, 5, 1, 2, False),
+    (2, 3, 6, 7, 5, 2, 2, 0, True),
+    (1, 5, 11, 10, 3, 3, 2, 2, True),
+    (2, 1, 5, 5, 1, 5, 1, 0, True),
+    (4, 3, 13, 11, 6, 1, 1, 0, True),
+    (2, 2, 10, 9, 3, 4, 3, 1, False),
+    (1, 1, 2, 3, 2, 3, 1, 1, True),
+    (1, 3, 1, 1, 2, 5, 2, 2, True),
+    (2, 3, 15, 14, 4, 3, 1, 1, True),
+]
+
+# (B, C, H, W, k, stride, integer values: ties)
+POOL = [
+    (2, 3, 7, 9, 2, 2, False),
+    (1, 1, 5, 5, 3, 1, False),
+    (2, 5, 8, 7, 3, 2, False),
+    (1, 3, 6, 6, 2, 2, False),
+    (1, 1, 4, 4, 4, 4, False),
+    (3, 2, 9, 8, 3, 1, True),
+    (2, 3, 7, 7, 2, 2, True),
+    (1, 2, 5, 11, 3, 3, True),
+]
+
+DROPOUT_P = [0.1, 0.25, 0.3, 0.5, 0.9]
+
+
+def fmt(t):
+    v = t.detach().reshape(-1).tolist()
+    return f"{len(v)} " + " ".join(repr(float(a)) for a in v)
+
+
+def rand(*shape, ties=False):
+    if ties:  # few distinct values: many equal maxima in a window
+        return torch.randint(0, 3, shape).to(torch.float32)
+    return (torch.rand(*shape, dtype=torch.float32) * 2 - 1)
+
+
+def conv_case(out, B, C, H, W, Cout, k, s, p, bias):
+    x = rand(B, C, H, W).double().requires_grad_()
+    w = rand(Cout, C, k, k).double().requires_grad_()
+    b = rand(Cout).double().requires_grad_() if bias else None
+    y = F.conv2d(x, w, b, stride=s, padding=p)
+    dy = rand(*y.shape).double()
+    y.backward(dy)
+    out.write(f"conv {B} {C} {H} {W} {Cout} {k} {s} {p} {int(bias)}\n")
+    out.write(f"x {fmt(x)}\nweight {fmt(w)}\n")
+    out.write(f"bias {fmt(b) if bias else '0'}\n")
+    out.write(f"dy {fmt(dy)}\ny {fmt(y)}\ndx {fmt(x.grad)}\ndweight {fmt(w.grad)}\n")
+    out.write(f"dbias {fmt(b.grad) if bias else '0'}\nend\n")
+
+
+def pool_case(out, B, C, H, W, k, s, ties):
+    x = rand(B, C, H, W, ties=ties).double().requires_grad_()
+    y, idx = F.max_pool2d(x, k, s, return_indices=True)
+    dy = rand(*y.shape).double()
+    y.backward(dy)
+    out.write(f"pool {B} {C} {H} {W} {k} {s}\n")
+    out.write(f"x {fmt(x)}\ndy {fmt(dy)}\ny {fmt(y)}\nindex {fmt(idx.double())}\ndx {fmt(x.grad)}\nend\n")
+
+
+def cnn_case(out, B):
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(4, 5, 3, stride=2, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2, stride=1),
+        torch.nn.Flatten(), torch.nn.Linear(45, 3)).double()
+    with torch.no_grad():
+        for prm in model.parameters():
+            prm.copy_(rand(*prm.shape).double() * 0.5)
+    x = rand(B, 3, 12, 10).double()
+    target = rand(B, 3).double()
+    y = model(x)
+    loss = F.mse_loss(y, target)
+    loss.backward()
+    params = torch.cat([prm.detach().reshape(-1) for prm in model.parameters()])
+    grads = torch.cat([prm.grad.reshape(-1) for prm in model.parameters()])
+    out.write(f"cnn {B} 3 12 10\nx {fmt(x)}\ntarget {fmt(target)}\nparams {fmt(params)}\n")
+    out.write(f"y {fmt(y)}\nloss {loss.item()!r}\ngrads {fmt(grads)}\nend\n")
+
+
+def main(out):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    out.write("# generated by tests/core/gen_conv_reference.py; do not edit\n")
+    out.write(f"torch {torch.__version__}\n")
+    for c in CONV:
+        conv_case(out, *c)
+    for c in POOL:
+        pool_case(out, *c)
+    for p in DROPOUT_P:
+        scales = []
+        for dtype in (torch.float32, torch.float64):
+            y = F.dropout(torch.ones(4096, dtype=dtype), p, training=True)
+            scales.append(repr(float(y.max())))
+        out.write(f"dropout {p!r} {scales[0]} {scales[1]}\n")
+    cnn_case(out, 2)
+
+
+if __name__ == "__main__":
+    main(sys.stdout)
