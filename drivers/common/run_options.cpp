@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <hddp/train/run_file.h>  // user_message
+
 namespace hddp::cli {
 namespace {
 
@@ -21,17 +23,41 @@ CLI::Validator named(std::initializer_list<E> values) {
 
 }  // namespace
 
-const char* to_string(OptimizerKind k) { return k == OptimizerKind::Sgd ? "sgd" : "adam"; }
+const char* to_string(OptimizerKind k) {
+  return k == OptimizerKind::Sgd ? "sgd" : k == OptimizerKind::AdamW ? "adamw" : "adam";
+}
 
 void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs, const std::string& batch_help) {
   const std::string g = "Training";
   app.add_option("--epochs", o.epochs, "epochs (counted from 1 in messages)")->check(integer(1, max_epochs))->type_name("N")->group(g);
   app.add_option("--batch-size", o.batch_size, batch_help)->check(integer(1, int64_t(1) << 24))->type_name("N")->group(g);
   app.add_option("--lr", o.lr, "learning rate")->check(positive())->type_name("X")->group(g);
-  app.add_option("--optimizer", o.optimizer, "adam | sgd")
-      ->transform(named({OptimizerKind::Adam, OptimizerKind::Sgd}))->default_str(to_string(o.optimizer))->type_name("NAME")->group(g);
+  app.add_option("--optimizer", o.optimizer, "adam | adamw (decoupled weight decay) | sgd")
+      ->transform(named({OptimizerKind::Adam, OptimizerKind::AdamW, OptimizerKind::Sgd}))->default_str(to_string(o.optimizer))
+      ->type_name("NAME")->group(g);
   app.add_option("--momentum", o.momentum, "SGD momentum")
       ->check(number_where([](double x) { return x >= 0 && x < 1; }, "in [0, 1)"))->type_name("X")->group(g);
+  app.add_option("--weight-decay", o.weight_decay, "weight decay: adamw's decoupled one (default 0.01), adam's and\n"
+                                                    "sgd's L2 term (default 0)")
+      ->check(number(0, 1))->type_name("X")->group(g);
+  app.add_option("--lr-schedule", o.lr_schedule, "constant | step:STEP_SIZE:GAMMA | cosine[:ETA_MIN] (to 0 or\n"
+                                                  "ETA_MIN over the run's steps after the warmup)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              parse_lr_schedule(v, 1.0, int64_t(1) << 40, 0);
+              return "";
+            } catch (const std::invalid_argument& e) {
+              return user_message(e.what());
+            }
+          },
+          ""))
+      ->type_name("SPEC")->group(g);
+  app.add_option("--warmup", o.warmup, "steps of linear warmup from lr/3 to lr before the schedule")
+      ->check(integer(0, int64_t(1) << 40))->type_name("N")->group(g);
+  app.add_option("--clip-grad-norm", o.clip_grad_norm, "clip the averaged gradients to this global 2-norm (0: off;\n"
+                                                        "PyTorch's clip_grad_norm_ after DDP's allreduce)")
+      ->check(number(0, 1e30))->type_name("X")->group(g);
   app.add_option("--seed", o.seed, "seed of the weights and the samples")->check(integer(0, INT64_MAX))->type_name("N")->group(g);
 }
 
@@ -95,8 +121,21 @@ void check_options(const CLI::App& app, const ParallelOptions& p, const Checkpoi
 }
 
 std::unique_ptr<Optimizer<float>> make_optimizer(const TrainingOptions& o, int64_t n) {
-  if (o.optimizer == OptimizerKind::Adam) return std::make_unique<Adam<float>>(n, AdamHyper{.lr = o.lr});
-  return std::make_unique<SGD<float>>(n, SgdHyper{.lr = o.lr, .momentum = o.momentum});
+  switch (o.optimizer) {
+    case OptimizerKind::Adam: return std::make_unique<Adam<float>>(n, AdamHyper{.lr = o.lr, .weight_decay = o.decay()});
+    case OptimizerKind::AdamW: return std::make_unique<AdamW<float>>(n, AdamWHyper{.lr = o.lr, .weight_decay = o.decay()});
+    case OptimizerKind::Sgd: break;
+  }
+  return std::make_unique<SGD<float>>(n, SgdHyper{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.decay()});
+}
+
+LrSchedule make_schedule(const TrainingOptions& o, int64_t total_steps) {
+  try {
+    return parse_lr_schedule(o.lr_schedule, o.lr, total_steps, o.warmup);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("--lr-schedule " + o.lr_schedule + " with --warmup " + std::to_string(o.warmup) + " over " +
+                     std::to_string(total_steps) + " steps: " + user_message(e.what()));
+  }
 }
 
 std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
@@ -105,6 +144,9 @@ std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
                                         {"batch_size", std::to_string(o.batch_size)},
                                         {"seed", std::to_string(o.seed)}};
   if (o.optimizer == OptimizerKind::Sgd) id["momentum"] = exact(o.momentum);
+  if (o.decay() != 0) id["weight_decay"] = exact(o.decay());
+  if (o.lr_schedule != "constant" || o.warmup > 0) id["lr_schedule"] = o.lr_schedule + ", warmup " + std::to_string(o.warmup);
+  if (o.clip_grad_norm > 0) id["clip_grad_norm"] = exact(o.clip_grad_norm);
   return id;
 }
 

@@ -15,13 +15,14 @@
 #include <string>
 
 #include <hddp/core/optim.h>
+#include <hddp/core/schedule.h>
 #include <hddp/distributed/reducer.h>
 #include "common/options.h"
 
 namespace hddp::cli {
 
-enum class OptimizerKind { Adam, Sgd };
-const char* to_string(OptimizerKind k);  // "adam" | "sgd"
+enum class OptimizerKind { Adam, AdamW, Sgd };
+const char* to_string(OptimizerKind k);  // "adam" | "adamw" | "sgd"
 
 struct TrainingOptions {
   int64_t epochs = 10;
@@ -29,7 +30,12 @@ struct TrainingOptions {
   double lr = 1e-3;
   OptimizerKind optimizer = OptimizerKind::Adam;
   double momentum = 0.9;    // sgd only
+  std::optional<double> weight_decay;  // none: the optimizer's default (adamw 0.01, else 0)
+  std::string lr_schedule = "constant";
+  int64_t warmup = 0;       // steps of linear warmup before the schedule
+  double clip_grad_norm = 0;  // 0: off
   uint64_t seed = 0;
+  double decay() const { return weight_decay.value_or(optimizer == OptimizerKind::AdamW ? 1e-2 : 0.0); }
 };
 
 struct ParallelOptions {
@@ -46,8 +52,8 @@ struct CheckpointOptions {
   int64_t check_every = 0;      // steps between the ranks' agreement on signals and NaN; 0: ~5 ms
 };
 
-// "Training": --epochs --batch-size --lr --optimizer --momentum --seed. `batch_help` says what a
-// batch is in this driver.
+// "Training": --epochs --batch-size --lr --optimizer --momentum --weight-decay --lr-schedule
+// --warmup --clip-grad-norm --seed. `batch_help` says what a batch is in this driver.
 void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs, const std::string& batch_help);
 // "Parallelism": --threads --bucket-mb --first-bucket-mb --reduce-mode --timeout.
 void add_parallel_options(CLI::App& app, ParallelOptions& o);
@@ -59,6 +65,9 @@ void check_options(const CLI::App& app, const ParallelOptions& p, const Checkpoi
 
 // The optimizer the options ask for, over n values.
 std::unique_ptr<Optimizer<float>> make_optimizer(const TrainingOptions& o, int64_t n);
+// The learning rate of every step of a run of total_steps optimizer steps (--lr, --lr-schedule,
+// --warmup); throws UsageError naming the option when they do not fit that length.
+LrSchedule make_schedule(const TrainingOptions& o, int64_t total_steps);
 // What a resumed checkpoint must match of these options: optimizer and its settings, batch
 // size, seed (each driver adds its own: the model, the data...).
 std::map<std::string, std::string> identity_of(const TrainingOptions& o);

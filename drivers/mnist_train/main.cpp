@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -26,6 +27,7 @@
 #include <hddp/core/layers.h>
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
+#include <hddp/core/schedule.h>
 #include <hddp/core/rng.h>
 #include <hddp/core/safetensors.h>
 #include <hddp/core/util.h>
@@ -219,6 +221,12 @@ int run(Env& env, const Options& o) {
   const std::unique_ptr<hddp::Optimizer<float>> opt = hddp::cli::make_optimizer(o, model.num_params());
   const hddp::DistributedSampler sampler(train.count, o.seed, rank, size);
   const int64_t steps_per_epoch = sampler.steps(o.batch_size), total_steps = o.epochs * steps_per_epoch;
+  std::optional<hddp::LrSchedule> schedule;  // every step's learning rate, from the optimizer's step count
+  try {
+    schedule = hddp::cli::make_schedule(o, total_steps);
+  } catch (const hddp::cli::UsageError& e) {
+    return usage_error(env, e.what());
+  }
 
   hddp::Watchdog watchdog(env.comm(), hddp::WatchdogOptions{.timeout_s = o.timeout, .exit_code = hddp::code(Exit::Stall)});
   hddp::RunFile run_file(env, watchdog, {.path = o.checkpoint, .resume = o.resume,
@@ -331,6 +339,8 @@ int run(Env& env, const Options& o) {
       ddp.backward_from(dlogits.data());
       const hddp::StopGuard::Verdict v = guard.check(step, loss, ddp, s + 1 == steps_per_epoch);
       if (v.non_finite) return stop_together(Exit::NonFinite);
+      if (o.clip_grad_norm > 0) hddp::clip_grad_norm(model.num_params(), model.grads(), o.clip_grad_norm);
+      schedule->apply(*opt);
       opt->step(model.params(), model.grads());
       loss_sum += loss;
       elapsed = elapsed_before + hddp::seconds_since(t0);

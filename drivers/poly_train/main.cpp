@@ -26,12 +26,14 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/driver_setup.h"
 #include <hddp/core/optim.h>
+#include <hddp/core/schedule.h>
 #include <hddp/core/safetensors.h>
 #include <hddp/core/util.h>
 #include <hddp/core/rng.h>
@@ -158,6 +160,12 @@ int run(Env& env, const Options& o) {
   hddp::Rng init(o.seed, 0);
   hddp::Sequential<float> model(build_layers(o.hidden), std::max<int64_t>(o.batch_size, 256), init);
   const std::unique_ptr<hddp::Optimizer<float>> opt = hddp::cli::make_optimizer(o, model.num_params());
+  std::optional<hddp::LrSchedule> schedule;  // every step's learning rate, from the optimizer's step count
+  try {
+    schedule = hddp::cli::make_schedule(o, o.epochs);
+  } catch (const hddp::cli::UsageError& e) {
+    return usage_error(env, e.what());
+  }
   Sampler sampler(o, scale, rank, size);
 
   // The stall watchdog (--timeout): every collective of a step waits through it.
@@ -254,6 +262,8 @@ int run(Env& env, const Options& o) {
     const bool checkpoint_due = o.checkpoint_every > 0 && (epoch + 1) % o.checkpoint_every == 0;
     const hddp::StopGuard::Verdict v = guard.check(epoch, loss, ddp, checkpoint_due);
     if (v.non_finite) return stop_together(hddp::Exit::NonFinite);
+    if (o.clip_grad_norm > 0) hddp::clip_grad_norm(model.num_params(), model.grads(), o.clip_grad_norm);
+    schedule->apply(*opt);
     opt->step(model.params(), model.grads());
     t[3] = Clock::now();
     summary.times.add(t, trace.get());
