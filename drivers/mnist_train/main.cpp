@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <hddp/core/conv.h>
 #include <hddp/core/layers.h>
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
@@ -55,7 +56,6 @@ using hddp::Exit;
 using hddp::mpi::Env;
 
 constexpr int kClasses = 10;
-constexpr int64_t kEvalBatch = 1000;
 constexpr double kProgressEvery = 10.0;  // seconds between progress lines inside a long epoch
 const char* const kClassNames[kClasses] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
@@ -67,7 +67,9 @@ struct Options : hddp::cli::TrainingOptions, hddp::cli::ParallelOptions, hddp::c
   Options() { checkpoint_every = 1; }  // an epoch is long: a checkpoint after each (when --checkpoint)
   std::string data = hddp::kFashionMnistDir, out = "out-mnist", stats_json, export_path;
   int64_t limit_train = 0, limit_test = 0;
+  std::string model = "mlp";
   std::vector<int64_t> hidden{256, 256};
+  double dropout = 0;
   double target = 0.87;
   bool plot = true, help = false;
 };
@@ -87,8 +89,14 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--limit-train", o.limit_train, "use only the first N training images (0: all)")->check(count)->type_name("N")->group("Data");
   app.add_option("--limit-test", o.limit_test, "use only the first N test images (0: all)")->check(count)->type_name("N")->group("Data");
   hddp::cli::add_training_options(app, o, int64_t(1) << 20, "samples per rank per step");
-  app.add_option("--hidden", o.hidden, "hidden widths, ReLU after each")->delimiter(',')
+  app.add_option("--model", o.model, "mlp: Linear, ReLU per --hidden width, Linear(W, 10);\n"
+                                      "cnn: Conv2d(1,32,3,pad 1) ReLU MaxPool2d(2) Conv2d(32,64,3,pad 1)\n"
+                                      "ReLU MaxPool2d(2) Flatten Linear(64*H/4*W/4, 128) ReLU Linear(128, 10)")
+      ->check(hddp::cli::one_of(std::vector<std::pair<std::string, int>>{{"mlp", 0}, {"cnn", 1}}))->type_name("NAME")->group("Training");
+  app.add_option("--hidden", o.hidden, "mlp: hidden widths, ReLU after each")->delimiter(',')
       ->check(integer(1, int64_t(1) << 20))->default_str("256,256")->type_name("W[,W...]")->group("Training");
+  app.add_option("--dropout", o.dropout, "Dropout(P) before the last Linear (0: none), in training only")
+      ->check(hddp::cli::number_where([](double x) { return x >= 0 && x < 1; }, "in [0, 1)"))->type_name("P")->group("Training");
   app.add_option("--target-accuracy", o.target, "report when the test accuracy first reaches this")
       ->check(number(0, 1))->type_name("X")->group("Training");
   hddp::cli::add_parallel_options(app, o);
@@ -103,14 +111,27 @@ void define_options(CLI::App& app, Options& o) {
                                             "so far, each rank's loss sum of the epoch under way");
 }
 
-std::vector<hddp::LayerSpec> build_layers(int64_t pixels, const std::vector<int64_t>& hidden) {
+// The model for images of `shape` (C, H, W). The CNN's classifier takes the flattened size its
+// two 2x2 pools leave (64 x 7 x 7 = 3136 for 28 x 28); images too small for them are refused by
+// the layer that does not fit, naming it.
+std::vector<hddp::LayerSpec> build_layers(const Options& o, const hddp::Shape& shape) {
   std::vector<hddp::LayerSpec> l;
-  int64_t in = pixels;
-  for (int64_t w : hidden) {
-    l.push_back(hddp::Linear(in, w));
+  int64_t in = hddp::numel(shape);
+  if (o.model == "cnn") {
+    l = {hddp::Conv2d(shape[0], 32, 3, 1, 1), hddp::ReLU(), hddp::MaxPool2d(2),
+         hddp::Conv2d(32, 64, 3, 1, 1),       hddp::ReLU(), hddp::MaxPool2d(2), hddp::Flatten()};
+    in = 64 * (shape[1] / 2 / 2) * (shape[2] / 2 / 2);
+    l.push_back(hddp::Linear(std::max<int64_t>(in, 1), 128));
     l.push_back(hddp::ReLU());
-    in = w;
+    in = 128;
+  } else {
+    for (int64_t w : o.hidden) {
+      l.push_back(hddp::Linear(in, w));
+      l.push_back(hddp::ReLU());
+      in = w;
+    }
   }
+  if (o.dropout > 0) l.push_back(hddp::Dropout(o.dropout));
   l.push_back(hddp::Linear(in, kClasses));
   return l;
 }
@@ -123,15 +144,18 @@ struct Eval {
 
 Eval evaluate(const Env& env, hddp::Watchdog& watchdog, hddp::Sequential<float>& model, const hddp::Dataset& test) {
   const hddp::Shard sh = hddp::shard_of(test.count, env.rank(), env.size());
-  std::vector<float> x(size_t(kEvalBatch * test.features())), p(size_t(kEvalBatch * kClasses));
-  std::vector<int32_t> y(static_cast<size_t>(kEvalBatch));
-  std::vector<int64_t> idx(static_cast<size_t>(kEvalBatch));
+  // Chunks of the training batch: the model's buffers are sized for it (a CNN's activations and
+  // im2col columns for 1000 images would take half a GiB).
+  const int64_t chunk = model.max_batch();
+  std::vector<float> x(size_t(chunk * test.features())), p(size_t(chunk * kClasses));
+  std::vector<int32_t> y(static_cast<size_t>(chunk));
+  std::vector<int64_t> idx(static_cast<size_t>(chunk));
   Eval e;
   hddp::RankSums sums;
   double loss_sum = 0;
   model.set_training(false);
-  for (int64_t b = sh.begin; b < sh.begin + sh.count; b += kEvalBatch) {
-    const int64_t rows = std::min(kEvalBatch, sh.begin + sh.count - b);
+  for (int64_t b = sh.begin; b < sh.begin + sh.count; b += chunk) {
+    const int64_t rows = std::min(chunk, sh.begin + sh.count - b);
     for (int64_t i = 0; i < rows; ++i) idx[size_t(i)] = b + i;
     test.gather(idx.data(), rows, x.data(), y.data());
     const float* logits = model.forward(x.data(), rows);
@@ -217,7 +241,15 @@ int run(Env& env, const Options& o) {
                 (long long)test.count, (long long)train.features(), o.data.c_str());
 
   hddp::Rng init(o.seed, 0);
-  hddp::Sequential<float> model(train.shape, build_layers(train.features(), o.hidden), std::max(o.batch_size, kEvalBatch), init);
+  std::unique_ptr<hddp::Sequential<float>> net;
+  try {
+    net = std::make_unique<hddp::Sequential<float>>(train.shape, build_layers(o, train.shape),
+                                                    o.batch_size, init);
+  } catch (const std::invalid_argument& e) {  // a layer that does not fit the images: the same on every rank
+    return usage_error(env, "--model " + o.model + " on " + hddp::to_string(train.shape) + " images: " +
+                                hddp::user_message(e.what()));
+  }
+  hddp::Sequential<float>& model = *net;
   const std::unique_ptr<hddp::Optimizer<float>> opt = hddp::cli::make_optimizer(o, model.num_params());
   const hddp::DistributedSampler sampler(train.count, o.seed, rank, size);
   const int64_t steps_per_epoch = sampler.steps(o.batch_size), total_steps = o.epochs * steps_per_epoch;
