@@ -1,5 +1,5 @@
 #pragma once
-// The command-line layer of the drivers and benches (poly_train, bench/scaling): each option is
+// The command-line layer of the drivers (poly_train, mnist_train): each option is
 // one CLI11 call with its check beside it, using the validators below, whose messages CLI11
 // prefixes with the flag ("--epochs: must be in [1, 1000000000], got -5"). parse() adds the
 // rules CLI11 lacks and turns every CLI11 error into a UsageError the driver prints with a

@@ -429,7 +429,8 @@ int run(Env& env, const Options& o) {
   std::printf("wrote %smetrics.csv, %sconfusion.csv\n", dir.c_str(), dir.c_str());
   if (stats) {
     stats->write({{"type", "summary"}, {"ranks", int64_t(size)}, {"threads", int64_t(threads)}, {"epochs", o.epochs},
-                  {"train_s", elapsed}, {"epoch_s", elapsed / double(o.epochs)}, {"test_accuracy", last.accuracy},
+                  {"train_s", elapsed}, {"epoch_s", elapsed / double(o.epochs)},
+                  {"step_s", elapsed / double(total_steps)}, {"steps", total_steps}, {"test_accuracy", last.accuracy},
                   {"target_accuracy", o.target}, {"target_epoch", reached >= 0 ? reached + 1 : int64_t(-1)},
                   {"target_train_s", reached >= 0 ? metrics.at(size_t(reached), "elapsed_train_s") : -1.0}});
     stats->close();

@@ -152,7 +152,7 @@ void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& r
     std::printf("placement: %s\n", placement_line(run.placement).c_str());
   }
   if (g_stats) {
-    // The same figures as --stats, for programs (bench/scaling): the last line of the file.
+    // The same figures as --stats, for programs (bench/scaling/run.sh): the last line of the file.
     nlohmann::ordered_json j;
     j["schema"] = kStatsSchema, j["type"] = "summary";
     j["ranks"] = size, j["threads"] = run.threads, j["gemm"] = hddp::to_string(hddp::gemm_backend());

@@ -104,7 +104,7 @@ TEST(UtilSplit, EmptyFieldsKept) {
 }
 
 // The same fields as std::getline plus a trailing empty field after a final separator (the
-// splitter bench/scaling had), on every string of up to 4 characters over {a, ','}.
+// splitter the earlier scaling study had), on every string of up to 4 characters over {a, ','}.
 TEST(UtilSplit, SameAsGetlineSplitter) {
   auto getline_split = [](const std::string& s, char sep) {
     Fields v;
