@@ -157,7 +157,7 @@ EOF
   : >"$d/plugstack.conf"
   # The emulated nodes share this host's cores, and Open MPI, seeing the ranks on different
   # nodes, busy-polls in every rank: an idle rank would hold a core another node's rank needs
-  # (36 ms per tutorial step instead of ~0.2 ms, issue 17). On separate machines each rank has
+  # (36 ms per tutorial step instead of ~0.2 ms, measured). On separate machines each rank has
   # its own cores; here an idle rank yields its core instead (mpi_yield_when_idle), which
   # restores that as far as one host can. Set for this emulated cluster only, in every task's
   # environment (TaskProlog: its "export NAME=VALUE" lines), unless the job chose a value.

@@ -1,4 +1,4 @@
-// at_scale_comm_check: the communication model checked against the real reducer (issue 28).
+// at_scale_comm_check: the communication model checked against the real reducer.
 //
 // On P ranks of this MPI, in R interleaved rounds, every round measures:
 //   compute   the model's compute alone: a spin per layer (forward, then backward in reverse)

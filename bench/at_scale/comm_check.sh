@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The communication model against the real reducer, on this machine (issue 28): at 2 and 3 ranks,
+# The communication model against the real reducer, on this machine: at 2 and 3 ranks,
 # a communication-bound model (24 layers of 128 x 512 + bias, 6.3 MB of gradients, 4 ms of
 # compute per step) with bucket caps of 256 KiB, 1 MiB and 4 MiB, Blocking and Test mode;
 # at_scale_comm_check measures, replays and compares (bench/at_scale/README.md, "Validation").

@@ -22,7 +22,7 @@ XML
 }
 
 # smpi P PLATFORM ARGS...: at_scale_sim on P simulated ranks. The precautions of
-# shared/notes-style SMPI use: the ompi collective selector (Open MPI's choices), no automatic
+# SMPI as this study uses it: the ompi collective selector (Open MPI's choices), no automatic
 # benchmarking (compute is injected), no time charged per MPI_Test/Wtime/Iprobe, shared-malloc
 # blocks as large as a buffer, the network factors set explicitly.
 smpi() {

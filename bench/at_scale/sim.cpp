@@ -15,7 +15,7 @@
 //              timeline CSV of step_replay.h. --check-sums runs it on real data and checks every
 //              bucket's sum on every rank.
 // SMPI charges no time for the reductions inside its collectives nor for the compute of a
-// rank unless told (shared/notes/smpi.md): reductions are charged explicitly here, at the
+// rank unless told (SimGrid 3.32 does not charge it): reductions are charged explicitly here, at the
 // reduction bandwidth (--reduce-gbps), and SMPI's automatic benchmarking is left off by run.sh.
 #ifdef exit
 #undef exit  // SMPI's exit() wrapper clashes with CLI11's App::exit; nothing here calls exit()
@@ -69,7 +69,7 @@ void shared_free(void* p) { std::free(p); }
 using hddp::bench::max_over_ranks;
 
 // SMPI runs the reductions of its collectives for real but charges them nothing; a no-op
-// operation saves the host's time (shared/notes/smpi.md). Real data (--check-sums) and a
+// operation saves the host's time (SMPI's smpi/op-apply-cost). Real data (--check-sums) and a
 // real MPI use MPI_SUM.
 void noop(void*, void*, int*, MPI_Datatype*) {}
 
@@ -186,7 +186,7 @@ int run_allreduce(int64_t min_bytes, int64_t max_bytes, int reps, double reduce_
         const double t0 = MPI_Wtime();
         if (std::strcmp(kind, "allreduce") == 0) {
           // In place on a real MPI, as the reducer calls it; SMPI makes a private copy per
-          // in-place call (shared/notes), so the simulation uses two buffers.
+          // in-place call (measured), so the simulation uses two buffers.
           MPI_OK(MPI_Allreduce(kSimulated ? static_cast<const void*>(send) : MPI_IN_PLACE, recv, int(n), MPI_FLOAT, op,
                                MPI_COMM_WORLD));
         } else if (kSimulated) {

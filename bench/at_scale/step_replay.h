@@ -1,5 +1,5 @@
 #pragma once
-// A replay of the reducer's timeline at P nodes, free of MPI (bench/at_scale, issue 16): from a
+// A replay of the reducer's timeline at P nodes, free of MPI (bench/at_scale): from a
 // model's parameter layout and per-layer compute times on one node, the bucket caps, the poll
 // interval, the reduction bandwidth and a table t(bytes, P) of allreduce times, it computes one
 // training step's timeline in Blocking and overlapped (Test) mode, and the best bucket cap.
@@ -9,7 +9,7 @@
 // assign_buckets, their launch times from bucket_launch_times, the candidate caps from
 // candidate_caps and the choice among them from pick_least.
 //
-// The overlapped step follows what Open MPI's libnbc does on the compute thread (shared/notes,
+// The overlapped step follows what Open MPI's libnbc does on the compute thread (measured on Open MPI 4.1,
 // bench/RESULTS.md "At scale"): a bucket's MPI_Iallreduce is a Rabenseifner schedule of
 // R = 2 ceil(log2 P) rounds (recursive halving, then doubling); a round advances only inside an
 // MPI call, one round per call: the hook after each layer and every poll interval of compute

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The table and the goals of bench/mnist_vs_pytorch.sh from its raw CSV (one row per epoch of
 every run). Usage: mnist_table.py CSV "CPU" "NOTE" EPOCHS BATCH WIDTH REPS -> markdown on stdout.
-Goals (issue 30), each printed as met or short: >= 3x PyTorch per epoch and to 87 % test
+Goals, each printed as met or short: >= 3x PyTorch per epoch and to 87 % test
 accuracy, the accuracy after the last epoch within 0.5 point, peak RSS per rank <= 1/4 of PyTorch's.
 """
 import csv, statistics, sys

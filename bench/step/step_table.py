@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The table and the goals of bench/step_vs_pytorch.sh from its raw CSV (one row per run).
 Usage: step_table.py CSV "CPU" BATCH REPS "NOTE"   -> markdown on stdout
-Goals (issue 26), each printed as met or short with the measured value:
+Goals, each printed as met or short with the measured value:
   the step >= 2x PyTorch at W = 256, >= 1.5x at W >= 1024 (1 and 2 ranks of 1 thread);
   at W >= 1024 the time outside GEMM <= 10 % of the step and the step <= 1.15x its GEMM limit;
   1 rank x 2 threads >= 1.8x faster than 1 x 1 at W >= 1024.

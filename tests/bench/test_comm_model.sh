@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The communication model against the kept measurements (issue 28; bench/at_scale/comm_check.sh
+# The communication model against the kept measurements (bench/at_scale/comm_check.sh
 # made them, bench/results/<cpu>/at_scale/comm-<P>.json): this build's replay re-checks every
 # round of them (at_scale_comm_check --from-raw, no MPI, no timing), so a change to the model
 # that the measurements contradict fails here, on any machine and under any load.

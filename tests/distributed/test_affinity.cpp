@@ -67,7 +67,7 @@ TEST(PlacementWarnings, DisjointCoresPerRankIsQuiet) {
 
 TEST(PlacementWarnings, RanksPinnedToTheSameCoreAreNamed) {
   // OMP_PLACES=cores OMP_PROC_BIND=close under mpiexec --bind-to none: every rank's thread on
-  // the host's first core (issue 17). Ranks 0 and 2 on host a, rank 1 alone on host b.
+  // the host's first core (seen with OMP_PLACES=cores under --bind-to none). Ranks 0 and 2 on host a, rank 1 alone on host b.
   const std::vector<RankPlacement> r = {rank_on(0, "a", {{0}}), rank_on(1, "b", {{0}}), rank_on(2, "a", {{0}})};
   const std::vector<std::string> w = placement_warnings(r);
   ASSERT_EQ(w.size(), 1u);
