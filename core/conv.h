@@ -7,27 +7,30 @@
 // stride s, zero padding p: OH = (H + 2p - k) / s + 1 (floor), OW likewise; P = OH * OW.
 //
 // Conv2d through hddp::gemm on an im2col matrix laid out channels first,
-//   cols (C*k*k) x (n*P): row (c, ki, kj), column (image, oh, ow), for n images at a time,
+//   cols (C*k*k) x (n*P): row (c, ki, kj), column (image, oh, ow), for a group of n images,
 // so that for a fixed row the output pixels of one image row are a contiguous run of the input
-// (a memcpy at stride 1), and the products are
-//   forward   Y'(Cout x n*P)  = W(Cout x C*k*k) · cols                      (NN)
-//   dW        dW(Cout x C*k*k) += dY'(Cout x n*P) · cols^T                  (NT)
-//   dX        dcols(C*k*k x n*P) = W^T · dY'                                (TN), then col2im
+// (a plain copy at stride 1), and the products are
+//   forward   Y'(Cout x n*P)      = W(Cout x C*k*k) · cols                  (NN)
+//   dW        dW^T(C*k*k x Cout)  = cols · dY'^T, added into dW transposed  (NT)
+//   dX        dcols(C*k*k x n*P)  = W^T · dY'                               (TN), then col2im
 // where Y' is the output in C x N x H x W order: moving it to NCHW (and dY the other way) copies
 // contiguous runs of P values. These are the transposes of the products with the pixels as rows
-// (forward cols^T·W^T NT, dW TN, dcols NN), which also need a real transpose of the output and
-// of dY at the layer's boundary; measured at the CNN's shapes (batch 64, 1->32 at 28x28 and
-// 32->64 at 14x14, 3x3 pad 1, one AVX-512 core) the layout here was as fast or faster for every
-// pass (the transposes and the pixel-major im2col cost 0.5-1 ms a pass, the GEMMs within 20% of
-// each other). One GEMM takes as many images as fit in kConvColsMax values of cols (the whole
-// batch at these shapes), and the GEMM threads itself; a GEMM per image was slower (no threads
-// below 4 MFLOP, small products). The im2col buffer is kept rather than an implicit GEMM: hddp's
-// GEMM packs plain strided matrices, an implicit one would need a packing routine in the GEMM
-// itself, and building cols costs under 5% of a pass at these shapes.
+// (forward cols^T·W^T NT, dW TN, dcols NN), which need a real transpose of the output and of dY
+// at the layer's boundary and a pixel-major im2col. Measured at the CNN's shapes (batch 64,
+// 1->32 at 28x28 and 32->64 at 14x14, 3x3 pad 1, one AVX-512 core, one GEMM over the batch),
+// this layout took 0.6 / 4.4 ms forward against 1.1 / 4.5, and 1.3 / 8.1 ms backward against
+// 2.4 / 8.6. One GEMM per group of images rather than per batch (kConvGroupValues; 16 and 7
+// images at those shapes): forward 0.54 / 3.9 ms against 1.05 / 5.2 for the whole batch (whose
+// cols, 14 MB at the second layer, leave the caches) and 0.68 / 4.5 for one image at a time;
+// the GEMM threads itself within a group. The im2col buffer is kept rather than an implicit
+// GEMM: hddp's GEMM packs plain strided matrices, so packing straight from the image needs a
+// packing routine inside kernels/; im2col and col2im cost about a quarter of the second layer's
+// passes (about 1 ms each), the part such a GEMM could save.
 //
 // Every result is bitwise identical for any OpenMP thread count: im2col, col2im, the layout
 // copies and MaxPool split whole (image, channel) planes between threads, db sums each output
-// channel in one fixed order, and the GEMM's own results do not depend on it. Backward functions
+// channel in one fixed order, the groups depend on the shapes and B only, and the GEMM's own
+// results do not depend on the thread count. Backward functions
 // ACCUMULATE parameter gradients (+=) unless accumulate = false (=); input gradients are
 // overwritten.
 #include <cstdint>
@@ -42,9 +45,12 @@ namespace hddp {
 // floor((in + 2 pad - k) / stride) + 1, or 0 when the kernel does not fit in + 2 pad.
 int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad);
 
-// The most values of cols one GEMM takes (16 Mi: 64 MiB of floats); a batch whose cols would
-// be larger runs in groups of images, its dW summed group after group in order.
-inline constexpr int64_t kConvColsMax = int64_t(1) << 24;
+// Conv2d runs a batch in groups of images, one GEMM per group and pass: as many images as keep
+// a group's cols and GEMM output, (C*k*k + Cout) * OH*OW values per image, within
+// kConvGroupValues (2 MiB of floats, about one core's L2), at least one; B images form
+// ceil(B / that) groups of nearly equal size, whose dW add in order.
+inline constexpr int64_t kConvGroupValues = int64_t(1) << 19;
+int64_t conv2d_group_images(int64_t ckk, int64_t Cout, int64_t P);
 
 // cols((C*k*k) x (B*OH*OW)) from X(B x C x H x W), zeros where the window leaves the image.
 template <class T>

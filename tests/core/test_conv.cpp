@@ -377,30 +377,29 @@ TEST(ConvThreads, CnnBitwiseAtOneAndTwoThreads) {
   EXPECT_TRUE(grads[0] == grads[1]) << "gradients differ between 1 and 2 threads";
 }
 
-// Conv2d with more images than one GEMM takes (kConvColsMax): the groups give what one image at
-// a time gives.
+// Conv2d in groups of images (kConvGroupValues: 6 images a GEMM here, 9 in groups of 5 and 4)
+// gives what it gives one image at a time.
 TEST(ConvThreads, BatchInGroupsOfImages) {
-  const int64_t C = 64, H = 84, W = 84, Cout = 2, k = 3, B = 9;  // 4 Mi values of cols per image
-  const int64_t P = H * W;
-  ASSERT_LT(kConvColsMax / (C * k * k * P), B);
-  const auto X = as<float>(randv(B * C * H * W, 51)), Wt = as<float>(randv(Cout * C * k * k, 52)),
-             b = as<float>(randv(Cout, 53)), dY = as<float>(randv(B * Cout * P, 54));
-  std::vector<float> scratch(size_t(conv2d_scratch_size(B, C, H, W, Cout, k, 1, 1)));
-  std::vector<float> Y(size_t(B * Cout * P)), dX(X.size()), dW(Wt.size()), db(Cout);
-  conv2d_forward<float>(B, C, H, W, Cout, k, 1, 1, X.data(), Wt.data(), b.data(), Y.data(), scratch.data());
-  conv2d_backward<float>(B, C, H, W, Cout, k, 1, 1, X.data(), Wt.data(), dY.data(), dX.data(), dW.data(), db.data(),
-                         scratch.data(), false);
-  std::vector<float> y1(size_t(Cout * P)), dx1(size_t(C * P)), dW1(Wt.size(), 0.0f), db1(size_t(Cout), 0.0f);
+  const int64_t C = 8, H = 32, W = 32, Cout = 4, k = 3, B = 9, P = H * W;
+  ASSERT_EQ(conv2d_group_images(C * k * k, Cout, P), 6);
+  const auto X = randv(B * C * H * W, 51), Wt = randv(Cout * C * k * k, 52), b = randv(Cout, 53),
+             dY = randv(B * Cout * P, 54);
+  std::vector<double> scratch(size_t(conv2d_scratch_size(B, C, H, W, Cout, k, 1, 1)));
+  std::vector<double> Y(size_t(B * Cout * P)), dX(X.size()), dW(Wt.size()), db(b.size());
+  conv2d_forward<double>(B, C, H, W, Cout, k, 1, 1, X.data(), Wt.data(), b.data(), Y.data(), scratch.data());
+  conv2d_backward<double>(B, C, H, W, Cout, k, 1, 1, X.data(), Wt.data(), dY.data(), dX.data(), dW.data(), db.data(),
+                          scratch.data(), false);
+  std::vector<double> y1(size_t(Cout * P)), dx1(size_t(C * P)), dW1(Wt.size(), 0.0), db1(b.size(), 0.0);
   for (int64_t i = 0; i < B; ++i) {
-    conv2d_forward<float>(1, C, H, W, Cout, k, 1, 1, X.data() + i * C * P, Wt.data(), b.data(), y1.data(), scratch.data());
-    conv2d_backward<float>(1, C, H, W, Cout, k, 1, 1, X.data() + i * C * P, Wt.data(), dY.data() + i * Cout * P,
-                           dx1.data(), dW1.data(), db1.data(), scratch.data(), true);
-    EXPECT_TRUE(std::equal(y1.begin(), y1.end(), Y.begin() + i * Cout * P)) << "image " << i;
-    EXPECT_TRUE(std::equal(dx1.begin(), dx1.end(), dX.begin() + i * C * P)) << "image " << i;
+    conv2d_forward<double>(1, C, H, W, Cout, k, 1, 1, X.data() + i * C * P, Wt.data(), b.data(), y1.data(),
+                           scratch.data());
+    conv2d_backward<double>(1, C, H, W, Cout, k, 1, 1, X.data() + i * C * P, Wt.data(), dY.data() + i * Cout * P,
+                            dx1.data(), dW1.data(), db1.data(), scratch.data(), true);
+    for (int64_t j = 0; j < Cout * P; ++j) ASSERT_NEAR(y1[size_t(j)], Y[size_t(i * Cout * P + j)], 1e-13) << i;
+    for (int64_t j = 0; j < C * P; ++j) ASSERT_NEAR(dx1[size_t(j)], dX[size_t(i * C * P + j)], 1e-13) << i;
   }
-  // Sums of 9 x 7056 float products in two orders.
-  for (size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW[i], dW1[i], 2e-4 * (1 + std::fabs(dW1[i]))) << i;
-  for (size_t i = 0; i < db.size(); ++i) EXPECT_NEAR(db[i], db1[i], 2e-4 * (1 + std::fabs(db1[i]))) << i;
+  for (size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW[i], dW1[i], 1e-11 * (1 + std::fabs(dW1[i]))) << i;
+  for (size_t i = 0; i < db.size(); ++i) EXPECT_NEAR(db[i], db1[i], 1e-11 * (1 + std::fabs(db1[i]))) << i;
 }
 
 TEST(Dropout, MaskFromSeedAndIndexOnly) {
