@@ -151,7 +151,7 @@ template <class T>
 void conv2d_forward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, int64_t k, int64_t stride,
                     int64_t pad, const T* X, const T* Wt, const T* b, T* Y, T* scratch) {
   check_conv("conv2d_forward", B, C, H, W, Cout, k, stride, pad);
-  HDDP_CHECK_ARG(X && Wt && Y && scratch, "conv2d_forward: X, Wt, Y and scratch must not be null");
+  HDDP_CHECK_ARG(X && Wt && Y && (scratch || B == 0), "conv2d_forward: X, Wt, Y and scratch must not be null");
   const int64_t OH = conv_out_size(H, k, stride, pad), OW = conv_out_size(W, k, stride, pad);
   const int64_t P = OH * OW, ckk = C * k * k;
   const Groups groups(B, ckk, Cout, P);
@@ -184,7 +184,8 @@ void conv2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, i
                      int64_t pad, const T* X, const T* Wt, const T* dY, T* dX, T* dW, T* db, T* scratch,
                      bool accumulate) {
   check_conv("conv2d_backward", B, C, H, W, Cout, k, stride, pad);
-  HDDP_CHECK_ARG(X && Wt && dY && dW && scratch, "conv2d_backward: X, Wt, dY, dW and scratch must not be null");
+  HDDP_CHECK_ARG(X && Wt && dY && dW && (scratch || B == 0),
+                 "conv2d_backward: X, Wt, dY, dW and scratch must not be null");
   const int64_t OH = conv_out_size(H, k, stride, pad), OW = conv_out_size(W, k, stride, pad);
   const int64_t P = OH * OW, ckk = C * k * k;
   if (B == 0) {
@@ -193,15 +194,6 @@ void conv2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, i
       if (db) std::fill(db, db + Cout, T(0));
     }
     return;
-  }
-  // db: per output channel, image after image, each plane's P values summed in one fixed order.
-  if (db) {
-#pragma omp parallel for schedule(static) if (B * Cout * P > kParallelMin)
-    for (int64_t co = 0; co < Cout; ++co) {
-      T s = accumulate ? db[co] : T(0);
-      for (int64_t i = 0; i < B; ++i) s += sum_run(P, dY + (i * Cout + co) * P);
-      db[co] = s;
-    }
   }
   const Groups groups(B, ckk, Cout, P);
   // dW^T (ckk x Cout) = cols · dY'^T, transposed into dW at the end: dW = dY' · cols^T has
@@ -212,15 +204,19 @@ void conv2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Cout, i
     const int64_t i0 = groups.begin(g), n = groups.end(g) - i0, N = n * P;
     T* cols = scratch;
     const T* dy = dY + i0 * Cout * P;
-    // dY' (Cout x n*P): for one image, dY itself.
-    const T* dyc = dy;
-    if (n > 1) {
-      T* t = cols + ckk * N;
-#pragma omp parallel for collapse(2) schedule(static) if (N * Cout > kParallelMin)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t co = 0; co < Cout; ++co)
-          std::memcpy(t + co * N + i * P, dy + (i * Cout + co) * P, sizeof(T) * size_t(P));
-      dyc = t;
+    // dY' (Cout x n*P; for one image, dY itself) and db, per output channel: its n planes
+    // copied and summed (P values in one fixed order, image after image, group after group).
+    T* t = cols + ckk * N;
+    const T* dyc = n > 1 ? t : dy;
+#pragma omp parallel for schedule(static) if (N * Cout > kParallelMin)
+    for (int64_t co = 0; co < Cout; ++co) {
+      T sum = T(0);
+      for (int64_t i = 0; i < n; ++i) {
+        const T* plane = dy + (i * Cout + co) * P;
+        if (n > 1) std::memcpy(t + co * N + i * P, plane, sizeof(T) * size_t(P));
+        if (db) sum += sum_run(P, plane);
+      }
+      if (db) db[co] = (g > 0 || accumulate ? db[co] : T(0)) + sum;
     }
     im2col(n, C, H, W, k, stride, pad, X + i0 * C * H * W, cols);
     // The groups' products added in order.
