@@ -8,6 +8,9 @@
 #
 #   bash bench/mnist_vs_pytorch.sh [OUTDIR]     (default bench/results/<cpu>/)
 #   env: EPOCHS=10, RANKS="1 2", BATCH=64, WIDTH=256, REPS=1, DATA=/usr/share/datasets/fashion-mnist
+#   MODEL=cnn: mnist_train --model cnn against the same CNN in PyTorch (oneDNN convolutions), at
+#   the layouts LAYOUTS="1x1 2x1 1x2" (ranks x threads, placed by scripts/placement.sh); writes
+#   mnist_cnn_vs_pytorch.{csv,md} (bench/mnist/cnn_table.py).
 #
 # Installs what is missing (PyTorch, the data set) and builds first; PyTorch's OpenBLAS runs the
 # fastest correct kernel for this CPU (bench/step/openblas_core.py; TORCH_OPENBLAS_CORETYPE
@@ -18,12 +21,17 @@ HDDP_TARGETS=mnist_train hddp_build build bench time
 PY=/usr/bin/python3
 BIN="$BUILD_DIR/drivers/mnist_train"
 EPOCHS="${EPOCHS:-10}" RANKS="${RANKS:-1 2}" BATCH="${BATCH:-64}" WIDTH="${WIDTH:-256}" REPS="${REPS:-1}"
-DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
+DATA="${DATA:-/usr/share/datasets/fashion-mnist}" MODEL="${MODEL:-mlp}"
+LAYOUTS="${LAYOUTS:-$(for p in $RANKS; do printf '%sx1 ' "$p"; done)}"
+[ "$MODEL" = cnn ] && LAYOUTS="${LAYOUTS_CNN:-1x1 2x1 1x2}"
+source "$HDDP_ROOT/scripts/placement.sh"
 
 hddp_cpu_info
 OUT="${1:-$HDDP_ROOT/bench/results/$CPU_SLUG}"
 mkdir -p "$OUT"
-CSV="$OUT/mnist_vs_pytorch.csv" MD="$OUT/mnist_vs_pytorch.md"
+name=mnist_vs_pytorch
+[ "$MODEL" = cnn ] && name=mnist_cnn_vs_pytorch
+CSV="$OUT/$name.csv" MD="$OUT/$name.md"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -35,44 +43,55 @@ else
   note="OpenBLAS kernel for PyTorch: ${TORCH_OPENBLAS_CORETYPE:-as detected} (TORCH_OPENBLAS_CORETYPE)"
 fi
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
-export OMP_NUM_THREADS=1
 
-echo "impl,ranks,rep,epoch,train_s,elapsed_train_s,test_accuracy,test_loss,rss_mib" >"$CSV"
+echo "impl,ranks,threads,rep,epoch,train_s,elapsed_train_s,test_accuracy,test_loss,rss_mib" >"$CSV"
 for rep in $(seq "$REPS"); do
-  for p in $RANKS; do
-    d="$WORK/hddp-$p-$rep"
+  for layout in $LAYOUTS; do
+    p=${layout%x*} t=${layout#*x}
+    hddp_place "$p" "$t" "$(nproc)" 0 >/dev/null || exit 2
+    export OMP_NUM_THREADS=$t
+    launch=(mpiexec -n "$p" "${HDDP_PLACE[@]}" -x OMP_NUM_THREADS)
+    [ -n "${OMP_PLACES:-}" ] && launch+=(-x OMP_PLACES -x OMP_PROC_BIND)
+    [ "${HDDP_PLACE[1]}" = none ] && launch+=(--oversubscribe)
+    d="$WORK/hddp-$layout-$rep"
     mkdir -p "$d"
-    echo "hddp, $p rank(s), round $rep/$REPS" >&2
-    timeout 1800 mpiexec -n "$p" --bind-to core -x OMP_NUM_THREADS /usr/bin/time -f 'RSS_KB %M' "$BIN" \
+    echo "hddp, $p rank(s) x $t thread(s), round $rep/$REPS" >&2
+    timeout 3600 "${launch[@]}" /usr/bin/time -f 'RSS_KB %M' "$BIN" --model "$MODEL" \
       --data "$DATA" --epochs "$EPOCHS" --batch-size "$BATCH" --hidden "$WIDTH,$WIDTH" --out "$d" --no-plot \
       --stats-json "$d/stats.json" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
     rss=$(awk '/^RSS_KB/ { if ($2 > m) m = $2 } END { printf "%.1f", m / 1024 }' "$d/log")
-    "$PY" - "$d/stats.json" "$p" "$rep" "$rss" >>"$CSV" <<'EOF'
+    "$PY" - "$d/stats.json" "$p" "$t" "$rep" "$rss" >>"$CSV" <<'EOF'
 import json, sys
 for l in open(sys.argv[1]):
     e = json.loads(l)
     if e["type"] == "epoch":
-        print(f'hddp,{sys.argv[2]},{sys.argv[3]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[4]}')
+        print(f'hddp,{sys.argv[2]},{sys.argv[3]},{sys.argv[4]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[5]}')
 EOF
-    d="$WORK/torch-$p-$rep"
+    d="$WORK/torch-$layout-$rep"
     mkdir -p "$d"
-    echo "PyTorch, $p rank(s), round $rep/$REPS" >&2
+    echo "PyTorch, $p rank(s) x $t thread(s), round $rep/$REPS" >&2
     core=()
     [ -n "$TORCH_OPENBLAS_CORETYPE" ] && core=(-x "OPENBLAS_CORETYPE=$TORCH_OPENBLAS_CORETYPE")
-    HDDP_TORCH_PORT=$((29700 + RANDOM % 200)) timeout 1800 mpiexec -n "$p" --bind-to core -x OMP_NUM_THREADS \
-      -x HDDP_TORCH_PORT "${core[@]}" /usr/bin/time -f 'RSS_KB %M' "$PY" "$HDDP_ROOT/bench/mnist/mnist_pytorch.py" \
-      "$DATA" "$EPOCHS" "$BATCH" "$WIDTH" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
+    HDDP_TORCH_PORT=$((29700 + RANDOM % 200)) timeout 3600 "${launch[@]}" -x HDDP_TORCH_PORT "${core[@]}" \
+      /usr/bin/time -f 'RSS_KB %M' "$PY" "$HDDP_ROOT/bench/mnist/mnist_pytorch.py" \
+      "$DATA" "$EPOCHS" "$BATCH" "$WIDTH" "$MODEL" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
     rss=$(awk '/^RSS_KB/ { if ($2 > m) m = $2 } END { printf "%.1f", m / 1024 }' "$d/log")
-    "$PY" - "$d/log" "$p" "$rep" "$rss" >>"$CSV" <<'EOF'
+    "$PY" - "$d/log" "$p" "$t" "$rep" "$rss" >>"$CSV" <<'EOF'
 import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         e = json.loads(l)
-        print(f'pytorch,{sys.argv[2]},{sys.argv[3]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[4]}')
+        print(f'pytorch,{sys.argv[2]},{sys.argv[3]},{sys.argv[4]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[5]}')
 EOF
   done
 done
 
+if [ "$MODEL" = cnn ]; then
+  "$PY" "$HDDP_ROOT/bench/mnist/cnn_table.py" "$CSV" "$CPU_MODEL ($CPU_FM)" "$note" "$EPOCHS" "$BATCH" "$REPS" >"$MD"
+  cat "$MD"
+  echo "raw: $CSV"
+  exit 0
+fi
 "$PY" "$HDDP_ROOT/bench/mnist/mnist_table.py" "$CSV" "$CPU_MODEL ($CPU_FM)" "$note" "$EPOCHS" "$BATCH" "$WIDTH" "$REPS" >"$MD"
 cat "$MD"
 echo "raw: $CSV"
