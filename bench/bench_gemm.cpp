@@ -4,12 +4,14 @@
 // OpenBLAS with whatever kernel OPENBLAS_CORETYPE or its detection chose, BLIS) and the naive
 // twin up to 512^3. Every backend's result is checked against a double-precision oracle before
 // it is timed: a wrong one is reported as an error ("wrong results: ..."), never timed.
-// Names: gemm/<backend>/<s|d>/<NN|NT|TN>/<M>x<N>x<K>; counters GFLOPS and peak_pct (percent of
+// Names: gemm/<backend>/<s|d>/<NN|NT|TN>/<M>x<N>x<K>, and .../<name> for a CNN's products
+// (conv1_fwd ... fc1_dw, float, below); counters GFLOPS and peak_pct (percent of
 // the FMA peak bench_peak's probe measures at start-up for the widest instruction set, same
 // precision and thread count); and peak/<s|d>, that probe as a benchmark, so that its
 // repetitions interleave with the GEMMs' (gemm_table.py takes % peak from it). Threads come
 // from OMP_NUM_THREADS (hddp, OpenBLAS and BLIS).
-// The context names the CPU's kernels: hddp_config, openblas_core, blis_kernel.
+// The context names the CPU's kernels: hddp_config (and hddp_classes, the narrow and thin shape
+// classes' tiles), openblas_kernel, blis_kernel.
 // bench/gemm_table.sh runs it once per OpenBLAS kernel setting and makes the table.
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -23,6 +25,7 @@
 #include "gemm_anchors.h"
 #include <hddp/kernels/gemm.h>
 #include <hddp/kernels/gemm_backends.h>
+#include <hddp/kernels/gemm_config.h>
 #include <hddp/kernels/gemm_ukernel.h>
 #include "peak.h"
 
@@ -165,6 +168,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("fma_peak", peak);
   benchmark::AddCustomContext("hddp_kernel", hddp::gemm_kernel_name());
   benchmark::AddCustomContext("hddp_config", hddp::gemm_config_description());
+  const hddp::detail::Kernels& k = hddp::detail::cpu_kernels();
+  benchmark::AddCustomContext("hddp_classes",
+                              "float " + hddp::detail::describe_classes(k.s.narrow.blocking, k.s.thin.blocking) +
+                                  "; double " + hddp::detail::describe_classes(k.d.narrow.blocking, k.d.thin.blocking));
   benchmark::AddCustomContext("omp_max_threads", std::to_string(threads));
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   benchmark::AddCustomContext("openblas_coretype_env", coretype ? coretype : "unset");

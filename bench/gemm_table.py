@@ -10,10 +10,13 @@ each micro-kernel set with its built-in blocking), every anchor's median under t
 ran, and hddp over the best anchor: min over anchors of anchor time / hddp time, both from
 the same process (> 1: hddp faster). % peak is against the median of the run's interleaved
 peak/<s|d> probe. Backends whose results were wrong are shown as such and
-left out. Shapes under 2 MFLOP are shown in ns. --csv writes one row per cell for bench/check_claims.py.
+left out. Shapes under 2 MFLOP are shown in ns. A CNN's named products (gemm/<backend>/s/NT/
+12544x64x288/conv2_fwd) are shown as "s/NT/12544x64x288 conv2_fwd", after the others.
+--csv writes one row per cell for bench/check_claims.py.
 """
 import csv
 import json
+import re
 import sys
 
 UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -33,6 +36,8 @@ def load(path):
                 peak[parts[1]] = b["GFLOPS"]
             continue
         backend, shape = parts[1], "/".join(parts[2:5])
+        if len(parts) > 5 and re.fullmatch(r"[a-z][a-z0-9_]*", parts[5]) and parts[5] != "real_time":
+            shape += " " + parts[5]  # a named product: gemm/<backend>/s/NT/12544x64x288/conv2_fwd
         if b.get("error_occurred"):
             errors[(backend, shape)] = b.get("error_message", "error")
             continue
@@ -48,10 +53,17 @@ def load(path):
     return threads, kernels, meds, errors, ctx
 
 
+def dims_of(shape):
+    """(M, N, K) of "s/NT/12544x64x288" or "s/NT/12544x64x288 conv2_fwd"."""
+    return tuple(int(x) for x in shape.split(" ")[0].split("/")[2].split("x"))
+
+
 def shape_key(shape):
-    prec, trans, dims = shape.split("/")
-    m, n, k = (int(x) for x in dims.split("x"))
-    return (prec, m * n * k, m, n, k, trans)
+    """Unnamed shapes by precision and size; named ones (a CNN's products) after them, by name."""
+    prec, trans, _ = shape.split(" ")[0].split("/")
+    m, n, k = dims_of(shape)
+    name = shape.split(" ")[1] if " " in shape else ""
+    return (name != "", prec, name, m * n * k, m, n, k, trans)
 
 
 def cell(r, shape):
@@ -60,7 +72,7 @@ def cell(r, shape):
         return "-"
     if isinstance(r, str):
         return r
-    m, n, k = (int(x) for x in shape.split("/")[2].split("x"))
+    m, n, k = dims_of(shape)
     return f"{r['ns']:.0f} ns" if 2 * m * n * k < 2e6 else f"{r['gflops']:.1f} ({r['peak_pct']:.0f} %)"
 
 

@@ -13,7 +13,9 @@
 # backends and the FMA probe (peak/<s|d>) interleaved at random: on a machine whose speed
 # drifts (a VM) the medians of one process still compare.
 # Usage: bench/gemm_table.sh [THREADS...]   (default: 1 2; env HDDP_BUILD_DIR, REPS=11, MIN_TIME,
-#        GEMM_FILTER: a bench_gemm regex instead of the table's shapes, OUT_DIR for the JSON,
+#        GEMM_FILTER: a bench_gemm regex instead of the table's shapes, or "cnn" for a CNN's
+#        products (bench_gemm's conv* and fc1_* rows; bench/RESULTS.md, "GEMM on the
+#        convolution's shapes"), OUT_DIR for the JSON,
 #        HDDP_BENCH_LOCK: the lock file other benchmarks share, empty for none)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,6 +26,7 @@ REPS="${REPS:-11}"
 MIN_TIME="${MIN_TIME:-0.1}"
 [ -x "$BIN" ] || { echo "no $BIN: build first (bash scripts/test.sh)" >&2; exit 1; }
 FILTER="${GEMM_FILTER:-}"
+[ "$FILTER" != cnn ] || FILTER='^peak/|/(hddp[-a-z0-9]*|openblas|blis)/s/(NN|NT|TN)/[0-9x]+/(conv|fc)[0-9]+_[a-z]+/'
 [ -n "$FILTER" ] || FILTER='^peak/|/(hddp[-a-z0-9]*|openblas|blis)/(s/(NN|NT|TN)/(32x20x1|32x1x20|32x20x20|256x1024x1024|256x4096x4096|1024x1024x1024)/|s/NN/(64x64x64|256x256x256|2048x2048x2048)/|d/NN/(1024x1024x1024|2048x2048x2048)/)'
 threads=("$@")
 [ ${#threads[@]} -gt 0 ] || threads=(1 2)

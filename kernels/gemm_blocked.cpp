@@ -68,7 +68,31 @@ struct Problem {
   int64_t ldc;
   const Tile<T>& tile;  // micro-kernel, packers and blocking sizes for this product's shape class
   int64_t kc_step;      // KC as the K loop steps (kc_step_for)
+  bool a_in_place;      // full micro-panels read where they are, not packed (in_place_a/b)
+  bool b_in_place;
 };
+
+// Operands the micro-kernel reads in place, as BLIS's unpacked path for skinny products does.
+// Packing an operand pays for itself when each of its micro-panels is used many times; against a
+// small extent of the other operand it is a pass over memory of its own that nothing overlaps:
+// the second convolution's weight gradient (64 x 288 over K = 12544, TN) spent half as long
+// packing B as multiplying. Read in place, its loads run between the FMAs and the prefetchers
+// hide them.
+//   A, where N <= kNarrowMax (each micro-panel serves at most kNarrowMax / NR micro-tiles, its
+//   kc x MR stay in L1 meanwhile), or where A is stored K x M with M <= kNarrowMax (A^T's rows,
+//   at most kNarrowMax long, read whole).
+//   B, where its rows run along N (NN, TN) and M <= kNarrowMax, unless its rows are a multiple
+//   of 512 bytes apart: a KC x NR micro-panel of such rows falls in 8 or fewer of L1's 64 sets
+//   (TN 64 x 1024 x 8192 ran about 10 % slower in place, 64 x 288 x 12544 about 20 % faster).
+// Partial micro-panels (the edges of C) are still packed, zero-padded. A function of the shape
+// alone, so the same for any thread count.
+inline bool in_place_a(Trans ta, int64_t M, int64_t N) {
+  return N <= kNarrowMax || (ta == Trans::Yes && M <= kNarrowMax);
+}
+template <class T>
+bool in_place_b(Trans tb, int64_t M, int64_t ldb) {
+  return tb == Trans::No && M <= kNarrowMax && ldb * int64_t(sizeof(T)) % 512 != 0;
+}
 
 // Step that cuts `extent` into ceil(extent / cap) blocks of nearly equal size, rounded up to
 // a multiple of `unit` (cap is a multiple of unit, so the step never exceeds it).
@@ -78,9 +102,9 @@ inline int64_t balanced_step(int64_t extent, int64_t cap, int64_t unit) {
   return std::min(cap, (step + unit - 1) / unit * unit);
 }
 
-// The K loop's step: KC, except that a last block of at most KC/4 is spread over the others
-// (K = 288 with KC = 256 runs as one block of 288, not 256 + 32: a 32-deep block reads and writes
-// C for an eighth of the work), and blocks are otherwise of nearly equal size (3136 = 13 x 242).
+// The K loop's step: blocks of nearly equal size, at most KC, except that a last block of at most
+// KC/4 is spread over the others: K = 288 with KC = 256 runs as one block of 288, not 256 + 32 (a
+// 32-deep block reads and writes C for an eighth of the work), K = 3136 as 12 blocks of <= 262.
 // A function of K and KC alone, so the same for any thread count.
 inline int64_t kc_step_for(int64_t K, int64_t KC) {
   int64_t blocks = (K + KC - 1) / KC;
@@ -91,8 +115,8 @@ inline int64_t kc_step_for(int64_t K, int64_t KC) {
 // The five loops over the tile C[m0:m1, n0:n1].
 template <class T>
 void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool poll) {
-  const auto [MR, NR, MC, KC_, NC] = p.tile.blocking;
-  const int64_t KC = p.kc_step;
+  const Blocking& b = p.tile.blocking;
+  const int64_t MR = b.MR, NR = b.NR, MC = b.MC, NC = b.NC, KC = p.kc_step;
   const UKernel<T> ukernel = p.tile.ukernel;
   PackBuffers<T>& buf = thread_buffers<T>();
   const int64_t kc_max = std::min(KC, p.K);
@@ -111,19 +135,31 @@ void blocked_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64
     for (int64_t pc = 0; pc < p.K; pc += KC) {                      // loop 4
       const int64_t kc = std::min(KC, p.K - pc);
       const T beta = pc == 0 ? p.beta : T(1);
-      pack_b(NR, p.tb, p.B, p.ldb, pc, jc, kc, nc, bbuf, p.tile.pack_b_rows);
+      // B's panel packed, or read in place: then columns [jc, jc + nb) are, the rest packed.
+      const int64_t nb = p.b_in_place ? nc / NR * NR : 0;
+      if (nb < nc) pack_b(NR, p.tb, p.B, p.ldb, pc, jc + nb, kc, nc - nb, bbuf + nb * kc, p.tile.pack_b_rows);
       for (int64_t ic = m0; ic < m1; ic += mc_step) {               // loop 3
         const int64_t mc = std::min(mc_step, m1 - ic);
-        pack_a(MR, p.ta, p.A, p.lda, ic, pc, mc, kc, abuf, p.tile.pack_a_rows);
+        // A's block packed, or read in place: then rows [ic, ic + ma) are, the rest packed.
+        const int64_t ma = p.a_in_place ? mc / MR * MR : 0;
+        if (ma < mc) pack_a(MR, p.ta, p.A, p.lda, ic + ma, pc, mc - ma, kc, abuf + ma * kc, p.tile.pack_a_rows);
         for (int64_t jr = 0; jr < nc; jr += NR) {                   // loop 2
           const int64_t nr = std::min(NR, nc - jr);
+          const bool b_here = jr < nb;
+          const T* b = b_here ? p.B + pc * p.ldb + jc + jr : bbuf + jr * kc;
+          const int64_t rsb = b_here ? p.ldb : NR;
           for (int64_t ir = 0; ir < mc; ir += MR) {                 // loop 1
             const int64_t mr = std::min(MR, mc - ir);
+            const bool a_here = ir < ma;
+            const T* a = !a_here ? abuf + ir * kc
+                       : p.ta == Trans::No ? p.A + (ic + ir) * p.lda + pc : p.A + pc * p.lda + ic + ir;
+            const int64_t rsa = a_here && p.ta == Trans::No ? p.lda : 1;
+            const int64_t csa = !a_here ? MR : p.ta == Trans::No ? 1 : p.lda;
             T* c = p.C + (ic + ir) * p.ldc + jc + jr;
             if (mr == MR && nr == NR) {
-              ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, beta, c, p.ldc);
+              ukernel(kc, a, rsa, csa, b, rsb, p.alpha, beta, c, p.ldc);
             } else {  // edge tile: full tile into a buffer, then the valid part into C
-              ukernel(kc, abuf + ir * kc, bbuf + jr * kc, p.alpha, T(0), edge, NR);
+              ukernel(kc, a, rsa, csa, b, rsb, p.alpha, T(0), edge, NR);
               for (int64_t i = 0; i < mr; ++i)
                 for (int64_t j = 0; j < nr; ++j) {
                   T& cij = c[i * p.ldc + j];
@@ -180,7 +216,8 @@ void gemm_blocked_with(const Kernels& kernels, Trans ta, Trans tb, int64_t M, in
 
   const Tile<T>& tile = tile_for(ks, M, N, K);
   const int64_t MR = tile.blocking.MR, NR = tile.blocking.NR;
-  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, tile, kc_step_for(K, tile.blocking.KC)};
+  const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, tile,
+                     kc_step_for(K, tile.blocking.KC), in_place_a(ta, M, N), in_place_b<T>(tb, M, ldb)};
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;
   const Grid g = choose_grid(threads_for(M, N, K), mu, nu, MR, NR);
   if (g.tm * g.tn == 1) {

@@ -17,48 +17,60 @@ struct Blocking {
   int64_t MR, NR, MC, KC, NC;
 };
 
-// Shape classes: each set runs one tile (micro-kernel and blocking) per class.
-//   General: squares, a training step's (256, 1024..4096, 1024..4096);
-//   Narrow:  M, N or K at most kNarrowMax - a CNN's channel counts and batch (Cout 32/64, batch
-//            64, K = Cin*k*k = 288 or 64): the general tile's MR = 12 pads 64 rows to 72 and its
-//            KC = 256 cuts K = 288 into 256 + 32.
-enum class ShapeClass { General, Narrow };
+// Shape classes: each set runs one tile (micro-kernel and blocking) per class, by the product's
+// shape; the thresholds are a CNN's channel counts and batch (Cout 32/64, batch 64, K = Cin*k*k
+// = 288 or Cout = 64):
+//   Narrow:  N <= kNarrowMax - few columns of C: a convolution's forward Y = cols W^T (N = Cout),
+//            a Linear layer's forward (N = its outputs);
+//   Thin:    else M <= kNarrowMax or K <= kNarrowMax - few rows of C or a short K: the weight
+//            gradients (M = Cout), the input gradients (K = Cout, or the batch);
+//   General: the rest - squares, a training step's (256, 1024..4096, 1024..4096).
+enum class ShapeClass { General, Narrow, Thin };
 inline constexpr int64_t kNarrowMax = 128;
 constexpr ShapeClass shape_class(int64_t M, int64_t N, int64_t K) {
-  return M <= kNarrowMax || N <= kNarrowMax || K <= kNarrowMax ? ShapeClass::Narrow : ShapeClass::General;
+  if (N <= kNarrowMax) return ShapeClass::Narrow;
+  if (M <= kNarrowMax || K <= kNarrowMax) return ShapeClass::Thin;
+  return ShapeClass::General;
 }
+
+// A set's tile per shape class (each one of the set's tiles: MR x NR as the set instantiates it).
+struct ClassBlocking {
+  Blocking general, narrow, thin;
+};
 
 // AVX2+FMA (16 ymm registers): 6 rows x 2 registers = 12 accumulators, 2 for a row of the
 // B micro-panel, 1 broadcasts A. Chosen for Zen3 (L1d 32 KiB, L2 512 KiB, L3 32 MiB) from
-// BLIS's zen3 configuration and a sweep: float KC*NR = 16 KiB, MC*KC = 144 KiB.
+// BLIS's zen3 configuration and a sweep: float KC*NR = 16 KiB, MC*KC = 144 KiB. One tile, the
+// same for every class.
 inline constexpr Blocking kAvx2Float{6, 16, 144, 256, 4080};
 inline constexpr Blocking kAvx2Double{6, 8, 72, 256, 4080};
+inline constexpr ClassBlocking kAvx2FloatClasses{kAvx2Float, kAvx2Float, kAvx2Float};
+inline constexpr ClassBlocking kAvx2DoubleClasses{kAvx2Double, kAvx2Double, kAvx2Double};
 
-// AVX-512F (32 zmm registers): MR rows x 2 registers of accumulators, 2 for B, 1 for the
-// broadcast; BLIS's skx kernels use the same budget (24-28 accumulators). Swept on a Zen5
-// EPYC (L1d 48 KiB, L2 1 MiB) over MR x NR in {14x32, 12x32, 8x48, 6x64} and MC/KC: float
-// 12x32 with KC*NR = 32 KiB, MC*KC = 192 KiB led at 1024^3 and 2048^3 (bench/RESULTS.md,
-// "GEMM blocking").
+// AVX-512F (32 zmm registers): MR rows x NR/16 (float) or NR/8 (double) registers of
+// accumulators, as many for a row of B, 1 for the broadcast. General: BLIS's skx kernels use the
+// same budget (24-28 accumulators); swept on a Zen5 EPYC (L1d 48 KiB, L2 1 MiB) over MR x NR in
+// {14x32, 12x32, 8x48, 6x64} and MC/KC: float 12x32 with KC*NR = 32 KiB, MC*KC = 192 KiB led at
+// 1024^3 and 2048^3 (bench/RESULTS.md, "GEMM blocking").
+// Narrow and thin, measured on the same Zen 5 against the other tiles (bench/RESULTS.md, "GEMM on
+// the convolution's shapes"): MR = 8 divides the CNN's 32/64/128 rows where 12 pads 64 to 72;
+// narrow 8x32 (N = 32, 64, 128 in whole registers; 16 accumulators still cover the FMA latency,
+// 4 cycles x 2 pipes), thin 8x48 (24 FMAs per 3 loads of B, which it mostly reads in place,
+// gemm_blocked.cpp; N = 288 = 6 x 48: 2 threads split it evenly, 9 x 32 would not). Double
+// likewise: 8x16 and 8x24 ahead of 14x16 on the same shapes.
 inline constexpr Blocking kAvx512Float{12, 32, 192, 256, 4096};
 inline constexpr Blocking kAvx512Double{14, 16, 84, 384, 4096};
-// The narrow class: MR = 8 divides the CNN's 32/64 rows, 16 accumulators still cover the FMA
-// latency (4 cycles x 2 pipes). Measured on a Zen 5 EPYC, 1 thread, against 12 x 32, 8 x 48,
-// 16 x 16 (bench/RESULTS.md, "GEMM on the convolution's shapes").
-inline constexpr Blocking kAvx512FloatNarrow{8, 32, 192, 256, 4096};
-inline constexpr Blocking kAvx512DoubleNarrow{8, 16, 96, 384, 4096};
-// Every tile the AVX-512 set instantiates (gemm_tune and wisdom may give either class any of them).
-inline constexpr Blocking kAvx512FloatTiles[] = {kAvx512Float, kAvx512FloatNarrow, {8, 48, 192, 256, 4080}};
-inline constexpr Blocking kAvx512DoubleTiles[] = {kAvx512Double, kAvx512DoubleNarrow, {8, 24, 96, 384, 4080}};
-
-// AVX2 and portable: one tile each, the general one for both classes.
-inline constexpr Blocking kAvx2FloatNarrow = kAvx2Float;
-inline constexpr Blocking kAvx2DoubleNarrow = kAvx2Double;
+inline constexpr ClassBlocking kAvx512FloatClasses{kAvx512Float, {8, 32, 192, 256, 4096}, {8, 48, 192, 128, 4080}};
+inline constexpr ClassBlocking kAvx512DoubleClasses{kAvx512Double, {8, 16, 96, 384, 4096}, {8, 24, 96, 128, 4080}};
+// Every tile the AVX-512 set instantiates (gemm_tune and wisdom may give any class any of them).
+inline constexpr Blocking kAvx512FloatTiles[] = {kAvx512Float, kAvx512FloatClasses.narrow, kAvx512FloatClasses.thin};
+inline constexpr Blocking kAvx512DoubleTiles[] = {kAvx512Double, kAvx512DoubleClasses.narrow, kAvx512DoubleClasses.thin};
 
 // Portable C++: the AVX2 shapes (the compiler vectorises it for whatever the baseline has).
 inline constexpr Blocking kPortableFloat = kAvx2Float;
 inline constexpr Blocking kPortableDouble = kAvx2Double;
-inline constexpr Blocking kPortableFloatNarrow = kAvx2FloatNarrow;
-inline constexpr Blocking kPortableDoubleNarrow = kAvx2DoubleNarrow;
+inline constexpr ClassBlocking kPortableFloatClasses = kAvx2FloatClasses;
+inline constexpr ClassBlocking kPortableDoubleClasses = kAvx2DoubleClasses;
 
 // Upper bounds over the tiles (the edge-tile buffer is sized by them).
 inline constexpr int64_t kMaxMR = 16, kMaxNR = 48;
@@ -85,34 +97,40 @@ namespace hddp::detail {
 // The built-in per-CPU choice, used where no wisdom file has an entry for this CPU
 // (gemm_config.h; gemm_tune writes wisdom): the first row whose vendor, family and model range
 // (display values, inclusive) match. No match: the widest set with its blocking above. Each
-// row's blockings are tiles of its set (test_gemm_config checks); *_narrow: the narrow class.
+// row's blockings are tiles of its set (test_gemm_config checks).
 struct CpuChoice {
   const char* vendor;
   int family, model_lo, model_hi;
   const char* set_s;
-  Blocking s, s_narrow;
+  ClassBlocking s;
   const char* set_d;
-  Blocking d, d_narrow;
+  ClassBlocking d;
   const char* why;  // the measurement behind the row
 };
+
+// Sapphire and Emerald Rapids (L1d 48 KiB, L2 2 MiB): gemm_tune on an Emerald Rapids (model 207,
+// 1 thread) chose a deeper KC and a larger MC for the general class; the GEMM table then measured
+// +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/RESULTS.md, "GEMM"). Their narrow and
+// thin classes: the AVX-512 set's own rows (not measured on these CPUs).
+inline constexpr ClassBlocking kIntelAvx512Float{{12, 32, 288, 512, 2048}, kAvx512FloatClasses.narrow,
+                                                  kAvx512FloatClasses.thin};
+inline constexpr ClassBlocking kIntelAvx512Double{{14, 16, 224, 512, 8192}, kAvx512DoubleClasses.narrow,
+                                                   kAvx512DoubleClasses.thin};
 
 inline constexpr CpuChoice kCpuChoices[] = {
     // Zen 4 runs 512-bit operations at the 256-bit rate: the AVX2 kernel led at the training
     // step's thin shapes (256,4096,4096) NT 83 vs 75 GFLOP/s, TN 78 vs 72 (issue 27's table).
-    {"AuthenticAMD", 25, 0x10, 0x1f, "avx2", kAvx2Float, kAvx2FloatNarrow, "avx2", kAvx2Double, kAvx2DoubleNarrow,
+    {"AuthenticAMD", 25, 0x10, 0x1f, "avx2", kAvx2FloatClasses, "avx2", kAvx2DoubleClasses,
      "Zen 4 (EPYC 9004): AVX2 kernel, measured ahead at thin shapes"},
-    {"AuthenticAMD", 25, 0x60, 0x7f, "avx2", kAvx2Float, kAvx2FloatNarrow, "avx2", kAvx2Double, kAvx2DoubleNarrow,
+    {"AuthenticAMD", 25, 0x60, 0x7f, "avx2", kAvx2FloatClasses, "avx2", kAvx2DoubleClasses,
      "Zen 4 (Ryzen 7000/8000): as EPYC 9004"},
-    {"AuthenticAMD", 25, 0xa0, 0xaf, "avx2", kAvx2Float, kAvx2FloatNarrow, "avx2", kAvx2Double, kAvx2DoubleNarrow,
+    {"AuthenticAMD", 25, 0xa0, 0xaf, "avx2", kAvx2FloatClasses, "avx2", kAvx2DoubleClasses,
      "Zen 4c (EPYC 97x4/8004): as EPYC 9004"},
-    // Sapphire and Emerald Rapids (L1d 48 KiB, L2 2 MiB): gemm_tune on an Emerald Rapids
-    // (model 207, 1 thread) chose a deeper KC and a larger MC; the GEMM table then measured
-    // +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/RESULTS.md, "GEMM").
-    // The narrow class there: the generic narrow rows (not measured on these CPUs).
-    {"GenuineIntel", 6, 143, 143, "avx512", {12, 32, 288, 512, 2048}, kAvx512FloatNarrow, "avx512",
-     {14, 16, 224, 512, 8192}, kAvx512DoubleNarrow, "Sapphire Rapids: as Emerald Rapids"},
-    {"GenuineIntel", 6, 207, 207, "avx512", {12, 32, 288, 512, 2048}, kAvx512FloatNarrow, "avx512",
-     {14, 16, 224, 512, 8192}, kAvx512DoubleNarrow, "Emerald Rapids: gemm_tune's choice there"},
+    // Sapphire and Emerald Rapids: kIntelAvx512Float/Double above.
+    {"GenuineIntel", 6, 143, 143, "avx512", kIntelAvx512Float, "avx512", kIntelAvx512Double,
+     "Sapphire Rapids: as Emerald Rapids"},
+    {"GenuineIntel", 6, 207, 207, "avx512", kIntelAvx512Float, "avx512", kIntelAvx512Double,
+     "Emerald Rapids: gemm_tune's choice there"},
 };
 
 }  // namespace hddp::detail

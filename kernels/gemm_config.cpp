@@ -35,6 +35,36 @@ Blocking blocking_from(const json& j, const Blocking& base, const std::string& w
   return b;
 }
 
+// "12x32, 8x32, 8x48": the tiles of a set, for messages.
+template <class T>
+std::string tile_names(const KernelSet<T>& ks) {
+  std::string out;
+  for (const Tile<T>& t : ks.tiles)
+    out += (out.empty() ? "" : ", ") + std::to_string(t.blocking.MR) + "x" + std::to_string(t.blocking.NR);
+  return out;
+}
+
+// A tile of `ks` with MC/KC/NC from a wisdom object {"MR": .., "NR": .., "MC": .., "KC": .., "NC": ..},
+// checked; MR and NR may be left out, then they are those of `base`.
+template <class T>
+Tile<T> tile_from(const json& j, const KernelSet<T>& ks, const Tile<T>& base, const std::string& set_name,
+                  const std::string& where) {
+  HDDP_CHECK_ARG(j.is_object(), where << ": expected an object {\"MC\": .., \"KC\": .., \"NC\": ..}");
+  int64_t mr_nr[2] = {base.blocking.MR, base.blocking.NR};
+  for (int i = 0; i < 2; ++i) {
+    const char* key = i ? "NR" : "MR";
+    if (!j.contains(key)) continue;
+    HDDP_CHECK_ARG(j[key].is_number_integer(), where << ": \"" << key << "\" is not an integer");
+    mr_nr[i] = j[key].get<int64_t>();
+  }
+  const Tile<T>* t = find_tile(ks.tiles, mr_nr[0], mr_nr[1]);
+  HDDP_CHECK_ARG(t != nullptr, where << ": " << mr_nr[0] << "x" << mr_nr[1] << " is not a micro-tile of the " << set_name
+                                     << " set (it has " << tile_names(ks) << "); re-run gemm_tune");
+  Tile<T> tile = *t;
+  tile.blocking = blocking_from(j, t->blocking, where);
+  return tile;
+}
+
 // The set for `name` on this CPU, or an error that says what to do.
 const Kernels& runnable_set(const std::string& name, const std::string& where) {
   HDDP_CHECK_ARG(name == "avx512" || name == "avx2" || name == "portable",
@@ -58,13 +88,30 @@ KernelSet<T> from_wisdom(const json& entry, const std::string& forced, const std
   if (entry.contains("blocking")) {
     const json& b = entry["blocking"];
     HDDP_CHECK_ARG(b.is_object(), where << ".blocking: expected an object keyed by kernel set");
-    if (b.contains(name)) ks.blocking = blocking_from(b[name], ks.blocking, where + ".blocking." + name);
-    else HDDP_CHECK_ARG(!forced.empty(), where << ".blocking: no entry for its own kernel " << name);
+    if (b.contains(name)) {
+      const std::string at = where + ".blocking." + name;
+      static_cast<Tile<T>&>(ks) = tile_from<T>(b[name], ks, ks, name, at);
+      // The narrow and thin classes (files written before they existed: the set's own rows).
+      for (auto [key, c] : {std::pair{"narrow", ShapeClass::Narrow}, std::pair{"thin", ShapeClass::Thin}})
+        if (b[name].contains(key)) ks.tile(c) = tile_from<T>(b[name][key], ks, ks.tile(c), name, at + "." + key);
+    } else {
+      HDDP_CHECK_ARG(!forced.empty(), where << ".blocking: no entry for its own kernel " << name);
+    }
   }
   return ks;
 }
 
 }  // namespace
+
+std::string describe_classes(const Blocking& narrow, const Blocking& thin) {
+  char s[200];
+  std::snprintf(s, sizeof s, "narrow %lldx%lld MC %lld KC %lld NC %lld, thin %lldx%lld MC %lld KC %lld NC %lld",
+                static_cast<long long>(narrow.MR), static_cast<long long>(narrow.NR), static_cast<long long>(narrow.MC),
+                static_cast<long long>(narrow.KC), static_cast<long long>(narrow.NC), static_cast<long long>(thin.MR),
+                static_cast<long long>(thin.NR), static_cast<long long>(thin.MC), static_cast<long long>(thin.KC),
+                static_cast<long long>(thin.NC));
+  return s;
+}
 
 std::string describe(const char* set_name, const Blocking& b) {
   char s[160];
@@ -128,8 +175,8 @@ GemmConfig make_gemm_config(const std::string& forced, const std::string& wisdom
     const Kernels* ks = kernels_by_name(row.set_s);
     const Kernels* kd = kernels_by_name(row.set_d);
     if (!ks || !kd) continue;  // e.g. AVX-512 disabled by the OS: the next rule
-    c.kernels.s = ks->s, c.kernels.s.blocking = row.s;
-    c.kernels.d = kd->d, c.kernels.d.blocking = row.d;
+    c.kernels.s = make_kernel_set(ks->s.tiles, row.s, ks->s.small);
+    c.kernels.d = make_kernel_set(kd->d.tiles, row.d, kd->d.small);
     c.set_s = ks->name, c.set_d = kd->name, c.kernels.name = c.set_s;
     c.source = std::string("built-in table: ") + row.why;
     return c;

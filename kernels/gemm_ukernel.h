@@ -16,12 +16,14 @@
 
 namespace hddp::detail {
 
-// Packed micro-kernel: the MR x NR tile (MR, NR from the set's Blocking) of C at c (row stride ldc) becomes
+// Micro-kernel: the MR x NR tile (MR, NR from the tile's Blocking) of C at c (row stride ldc) becomes
 //   C = alpha * (a . b) + beta * C          (beta == 0: C is not read)
-// a: packed A micro-panel, a[p*MR + i], p < k;  b: packed B micro-panel, b[p*NR + j];
-// both 64-byte aligned (see gemm_pack.h).
+// over p < k, with A's element (i, p) at a[i*rsa + p*csa] and B's (p, j) at b[p*rsb + j]:
+// a packed A micro-panel has rsa = 1, csa = MR; a packed B micro-panel rsb = NR (both 64-byte
+// aligned, gemm_pack.h); an operand read in place has its own strides (gemm_blocked.cpp).
 template <class T>
-using UKernel = void (*)(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc);
+using UKernel = void (*)(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta,
+                         T* c, int64_t ldc);
 
 // Direct path for tiny products (no packing of the big kind, no threads); full gemm contract
 // after argument checks and the M/N/K/alpha special cases (gemm_small.h). Returns false,
@@ -49,14 +51,17 @@ struct Tile {
   PackRows<T> pack_b_rows = nullptr;
 };
 
-// A set for one precision. The tile it inherits runs the general shape class; `narrow` the
-// narrow one (gemm_blocking.h, shape_class); `tiles` lists every micro-tile the set has, each
+// A set for one precision. The tile it inherits runs the general shape class, `narrow` and `thin`
+// the others (gemm_blocking.h, shape_class); `tiles` lists every micro-tile the set has, each
 // with its own row of gemm_blocking.h, for gemm_config and gemm_tune to choose from.
 template <class T>
 struct KernelSet : Tile<T> {
   SmallGemm<T> small = nullptr;
-  Tile<T> narrow;
+  Tile<T> narrow, thin;
   std::span<const Tile<T>> tiles;
+
+  Tile<T>& tile(ShapeClass c) { return c == ShapeClass::Narrow ? narrow : c == ShapeClass::Thin ? thin : *this; }
+  const Tile<T>& tile(ShapeClass c) const { return const_cast<KernelSet*>(this)->tile(c); }
 };
 
 struct Kernels {
@@ -73,20 +78,21 @@ const Tile<T>* find_tile(std::span<const Tile<T>> tiles, int64_t MR, int64_t NR)
   return nullptr;
 }
 
-// A set from its tiles: the general and the narrow class's by their MR x NR, with these
-// blockings (each the blocking of one of the tiles: MR and NR must match one).
+// A set from its tiles: each class's by its MR x NR (which must be one of them), with its blocking.
 template <class T>
-KernelSet<T> make_kernel_set(std::span<const Tile<T>> tiles, const Blocking& general, const Blocking& narrow,
-                             SmallGemm<T> small) {
-  KernelSet<T> ks{*find_tile(tiles, general.MR, general.NR), small, *find_tile(tiles, narrow.MR, narrow.NR), tiles};
-  ks.blocking = general;
-  ks.narrow.blocking = narrow;
+KernelSet<T> make_kernel_set(std::span<const Tile<T>> tiles, const ClassBlocking& b, SmallGemm<T> small) {
+  KernelSet<T> ks{*find_tile(tiles, b.general.MR, b.general.NR), small, *find_tile(tiles, b.narrow.MR, b.narrow.NR),
+                  *find_tile(tiles, b.thin.MR, b.thin.NR), tiles};
+  ks.blocking = b.general;
+  ks.narrow.blocking = b.narrow;
+  ks.thin.blocking = b.thin;
   return ks;
 }
+
 // The tile a product of this shape runs on.
 template <class T>
 const Tile<T>& tile_for(const KernelSet<T>& ks, int64_t M, int64_t N, int64_t K) {
-  return shape_class(M, N, K) == ShapeClass::Narrow ? ks.narrow : ks;
+  return ks.tile(shape_class(M, N, K));
 }
 
 const Kernels& portable_kernels();
@@ -99,7 +105,6 @@ template <class T>
 PackRows<T> avx2_pack_a_rows(int64_t w);
 template <class T>
 PackRows<T> avx2_pack_b_rows(int64_t w);
-
 
 // The sets gemm_blocked runs, with their blocking, chosen on first use (gemm_config.h:
 // HDDP_GEMM_KERNEL, the wisdom file, the built-in table; a bad value throws

@@ -41,37 +41,52 @@ struct Vec<double> {
   static void storeu(double* p, R x) { _mm256_storeu_pd(p, x); }
 };
 
-template <class T>
-void ukernel_avx2(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
+// The k loop: 6 rows x 2 registers. RSA1: A's rows adjacent (a packed micro-panel, or A^T read in
+// place), constant offsets; else A's rows read in place, rsa apart. B: a packed micro-panel
+// (rsb = NR, aligned) or B read in place (rsb = ldb).
+template <class T, bool RSA1>
+inline void ukernel_avx2_loop(typename Vec<T>::R (&acc)[6][2], int64_t k, const T* a, int64_t rsa, int64_t csa,
+                              const T* b, int64_t rsb) {
   using V = Vec<T>;
-  constexpr int64_t L = 32 / sizeof(T), MR = 6, NR = 2 * L;  // kAvx2Float / kAvx2Double
-  for (int64_t i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-
-  typename V::R c00 = V::zero(), c01 = V::zero(), c10 = V::zero(), c11 = V::zero();
-  typename V::R c20 = V::zero(), c21 = V::zero(), c30 = V::zero(), c31 = V::zero();
-  typename V::R c40 = V::zero(), c41 = V::zero(), c50 = V::zero(), c51 = V::zero();
+  using R = typename V::R;
+  constexpr int64_t L = 32 / sizeof(T);
+  R c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1], c20 = acc[2][0], c21 = acc[2][1];
+  R c30 = acc[3][0], c31 = acc[3][1], c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
+  const int64_t r = RSA1 ? 1 : rsa;
 #pragma GCC unroll 4
   for (int64_t p = 0; p < k; ++p) {
-    const typename V::R b0 = V::load(b), b1 = V::load(b + L);
-    typename V::R ai = V::bcast(a + 0);
+    const R b0 = V::loadu(b), b1 = V::loadu(b + L);
+    R ai = V::bcast(a + 0);
     c00 = V::fma(ai, b0, c00), c01 = V::fma(ai, b1, c01);
-    ai = V::bcast(a + 1);
+    ai = V::bcast(a + r);
     c10 = V::fma(ai, b0, c10), c11 = V::fma(ai, b1, c11);
-    ai = V::bcast(a + 2);
+    ai = V::bcast(a + 2 * r);
     c20 = V::fma(ai, b0, c20), c21 = V::fma(ai, b1, c21);
-    ai = V::bcast(a + 3);
+    ai = V::bcast(a + 3 * r);
     c30 = V::fma(ai, b0, c30), c31 = V::fma(ai, b1, c31);
-    ai = V::bcast(a + 4);
+    ai = V::bcast(a + 4 * r);
     c40 = V::fma(ai, b0, c40), c41 = V::fma(ai, b1, c41);
-    ai = V::bcast(a + 5);
+    ai = V::bcast(a + 5 * r);
     c50 = V::fma(ai, b0, c50), c51 = V::fma(ai, b1, c51);
-    a += MR;
-    b += NR;
+    a += csa;
+    b += rsb;
   }
+  acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11, acc[2][0] = c20, acc[2][1] = c21;
+  acc[3][0] = c30, acc[3][1] = c31, acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
+}
+
+template <class T>
+void ukernel_avx2(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta, T* c,
+                  int64_t ldc) {
+  using V = Vec<T>;
+  constexpr int64_t L = 32 / sizeof(T), MR = 6;  // kAvx2Float / kAvx2Double
+  for (int64_t i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+  typename V::R acc[MR][2];
+  for (auto& row : acc) row[0] = row[1] = V::zero();
+  if (rsa == 1) ukernel_avx2_loop<T, true>(acc, k, a, rsa, csa, b, rsb);
+  else ukernel_avx2_loop<T, false>(acc, k, a, rsa, csa, b, rsb);
 
   const typename V::R va = V::set1(alpha);
-  const typename V::R acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
-                                    {c30, c31}, {c40, c41}, {c50, c51}};
   if (beta == T(0)) {  // overwrite: C is never read, so NaN/Inf in C do not propagate
     for (int64_t i = 0; i < MR; ++i) {
       V::storeu(c + i * ldc, V::mul(va, acc[i][0]));
@@ -222,8 +237,8 @@ void pack_a_rows_d(const double* src, int64_t ld, int64_t kc, double* dst) {
 const Kernels& avx2_kernels() {
   static const Tile<float> tiles_s[] = {{kAvx2Float, &ukernel_avx2<float>, &pack_a_rows_s<6>, &pack_b_rows_s<16>}};
   static const Tile<double> tiles_d[] = {{kAvx2Double, &ukernel_avx2<double>, &pack_a_rows_d<6>, &pack_b_rows_d<8>}};
-  static const Kernels k{"avx2", make_kernel_set<float>(tiles_s, kAvx2Float, kAvx2FloatNarrow, &avx2::gemm_small<float>),
-                         make_kernel_set<double>(tiles_d, kAvx2Double, kAvx2DoubleNarrow, &avx2::gemm_small<double>)};
+  static const Kernels k{"avx2", make_kernel_set<float>(tiles_s, kAvx2FloatClasses, &avx2::gemm_small<float>),
+                         make_kernel_set<double>(tiles_d, kAvx2DoubleClasses, &avx2::gemm_small<double>)};
   static_assert(kAvx2Float.MR == 6 && kAvx2Float.NR == 16 && kAvx2Double.MR == 6 && kAvx2Double.NR == 8);
   return k;
 }

@@ -1,6 +1,6 @@
 // AVX-512F micro-kernels: MR rows x NR/16 (float) or NR/8 (double) zmm registers, one per tile
-// of gemm_blocking.h (sgemm 12x32 general, 8x32 narrow, 8x48; dgemm 14x16, 8x16, 8x24), and the
-// direct path for tiny products (gemm_small.h) on 512-bit registers.
+// of gemm_blocking.h (sgemm 12x32 general, 8x32 narrow, 8x48 thin; dgemm 14x16, 8x16, 8x24), and
+// the direct path for tiny products (gemm_small.h) on 512-bit registers.
 // The only file of hddp built with -mavx512f; it is called only after the CPU was checked
 // (gemm_kernels.cpp). The packers are the AVX2 ones (every AVX-512 CPU has AVX2): they are
 // memory-bound.
@@ -51,12 +51,43 @@ struct Vec<double> {
   static void storeu(double* p, R x) { _mm512_storeu_pd(p, x); }
 };
 
-constexpr int kPrefetchA = 16;  // k iterations: 16 x MR x 4 B = 768 B ahead for float
+constexpr int kPrefetchA = 16;  // k iterations: 16 x MR x 4 B = 768 B ahead for float (packed A)
+constexpr int kPrefetchB = 8;   // k iterations ahead for a B read in place (rows ldb apart)
 
 // MR rows x NV registers of L lanes; the loops over i and v are fully unrolled, so acc stays
-// in registers (checked with objdump: no stack traffic in the k loop).
+// in registers (checked with objdump: no stack traffic in the k loop). RSA1: A's rows are
+// adjacent (rsa == 1: a packed micro-panel, or A^T read in place), so the broadcasts take
+// constant offsets; else A's rows are read in place, rsa apart. B_PACKED: rsb == NR; else B is
+// read in place and its rows to come are prefetched (each row of the panel on its own lines).
+template <class T, int MR, int NV, bool RSA1, bool B_PACKED>
+inline void ukernel_loop(typename Vec<T>::R (&acc)[MR][NV], int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b,
+                         int64_t rsb) {
+  using V = Vec<T>;
+  using R = typename V::R;
+  constexpr int L = 64 / sizeof(T);
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < k; ++p) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * csa), _MM_HINT_T0);
+    if constexpr (!B_PACKED)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * rsb + v * L), _MM_HINT_T0);
+    R bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = V::loadu(b + v * L);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const R ai = V::bcast(a + i * (RSA1 ? 1 : rsa));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(ai, bv[v], acc[i][v]);
+    }
+    a += csa;
+    b += rsb;
+  }
+}
+
 template <class T, int MR, int NV>
-void ukernel_avx512(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
+void ukernel_avx512(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta, T* c,
+                    int64_t ldc) {
   using V = Vec<T>;
   using R = typename V::R;
   constexpr int L = 64 / sizeof(T), NR = NV * L;
@@ -70,20 +101,12 @@ void ukernel_avx512(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, in
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < k; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * MR), _MM_HINT_T0);
-    R bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = V::load(b + v * L);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const R ai = V::bcast(a + i);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(ai, bv[v], acc[i][v]);
-    }
-    a += MR;
-    b += NR;
+  if (rsb == NR) {
+    if (rsa == 1) ukernel_loop<T, MR, NV, true, true>(acc, k, a, rsa, csa, b, rsb);
+    else ukernel_loop<T, MR, NV, false, true>(acc, k, a, rsa, csa, b, rsb);
+  } else {
+    if (rsa == 1) ukernel_loop<T, MR, NV, true, false>(acc, k, a, rsa, csa, b, rsb);
+    else ukernel_loop<T, MR, NV, false, false>(acc, k, a, rsa, csa, b, rsb);
   }
 
   const R va = V::set1(alpha);
@@ -123,9 +146,8 @@ std::span<const Tile<T>> tiles() {
 
 const Kernels& avx512_kernels() {
   static const Kernels k{"avx512",
-                         make_kernel_set(tiles<float, kAvx512FloatTiles>(), kAvx512Float, kAvx512FloatNarrow,
-                                         &avx512::gemm_small<float>),
-                         make_kernel_set(tiles<double, kAvx512DoubleTiles>(), kAvx512Double, kAvx512DoubleNarrow,
+                         make_kernel_set(tiles<float, kAvx512FloatTiles>(), kAvx512FloatClasses, &avx512::gemm_small<float>),
+                         make_kernel_set(tiles<double, kAvx512DoubleTiles>(), kAvx512DoubleClasses,
                                          &avx512::gemm_small<double>)};
   return k;
 }

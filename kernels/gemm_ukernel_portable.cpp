@@ -8,11 +8,12 @@ namespace hddp::detail {
 namespace {
 
 template <class T, int64_t MR, int64_t NR>
-void ukernel_portable(int64_t k, const T* a, const T* b, T alpha, T beta, T* c, int64_t ldc) {
+void ukernel_portable(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta, T* c,
+                      int64_t ldc) {
   T acc[MR][NR] = {};
   for (int64_t p = 0; p < k; ++p)
     for (int64_t i = 0; i < MR; ++i)
-      for (int64_t j = 0; j < NR; ++j) acc[i][j] += a[p * MR + i] * b[p * NR + j];
+      for (int64_t j = 0; j < NR; ++j) acc[i][j] += a[i * rsa + p * csa] * b[p * rsb + j];
   for (int64_t i = 0; i < MR; ++i)
     for (int64_t j = 0; j < NR; ++j)
       c[i * ldc + j] = beta == T(0) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * c[i * ldc + j];
@@ -26,8 +27,8 @@ const Kernels& portable_kernels() {
       {kPortableDouble, &ukernel_portable<double, kPortableDouble.MR, kPortableDouble.NR>}};
   static const Kernels k{
       "portable",
-      make_kernel_set<float>(tiles_s, kPortableFloat, kPortableFloatNarrow, &portable::gemm_small<float>),
-      make_kernel_set<double>(tiles_d, kPortableDouble, kPortableDoubleNarrow, &portable::gemm_small<double>)};
+      make_kernel_set<float>(tiles_s, kPortableFloatClasses, &portable::gemm_small<float>),
+      make_kernel_set<double>(tiles_d, kPortableDoubleClasses, &portable::gemm_small<double>)};
   return k;
 }
 

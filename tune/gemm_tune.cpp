@@ -3,11 +3,14 @@
 // under this CPU's model; entries of other CPUs in the file are kept. ATLAS's install-time
 // search and FFTW's wisdom are the models.
 //
-// The search, per precision and per set this CPU runs: coordinate descent from the set's
-// built-in blocking, KC then MC then NC, then KC again. A candidate replaces the
+// The search, per precision, per set this CPU runs and per shape class (kernels/gemm_blocking.h:
+// general, scored on a square and a training step's products; narrow and thin, on a CNN's
+// convolution and Linear products): coordinate descent from the set's built-in tile, first over
+// the set's other micro-tiles, then KC, MC, NC, then KC again. A candidate replaces the
 // incumbent only if it is faster by more than --margin on the geometric mean over the scoring
 // shapes, measured side by side (alternating calls, medians), so that a VM changing speed
-// between two measurements does not pick a winner. Then the sets' winners against each other.
+// between two measurements does not pick a winner. Then the sets' winners against each other
+// (geometric mean over all classes' shapes).
 // Threads: OMP_NUM_THREADS (tune with the count the jobs use: 16 on a 16-core node).
 #include <omp.h>
 
@@ -37,6 +40,8 @@ using hddp::Trans;
 using hddp::median;
 using hddp::detail::Blocking;
 using hddp::detail::Kernels;
+using hddp::detail::ShapeClass;
+using hddp::detail::Tile;
 using nlohmann::json;
 
 struct Shape {
@@ -51,15 +56,36 @@ struct Options {
   double margin = 0.01;
 };
 
-// Scoring shapes: a square and a training step's thin products (batch x width, NN/NT/TN).
+// Scoring shapes of the general class: a square and a training step's thin products (batch x
+// width, NN/NT/TN).
 std::vector<Shape> scoring_shapes(bool is_double, bool quick) {
-  if (quick) return {{Trans::No, Trans::No, 96, 160, 200}, {Trans::No, Trans::Yes, 64, 200, 160}};
+  if (quick) return {{Trans::No, Trans::No, 160, 192, 200}, {Trans::No, Trans::Yes, 144, 200, 160}};
   std::vector<Shape> s{{Trans::No, Trans::No, 1024, 1024, 1024},
                        {Trans::No, Trans::No, 256, 1024, 1024},
                        {Trans::No, Trans::Yes, 256, 1024, 1024},
                        {Trans::Yes, Trans::No, 256, 1024, 1024}};
   if (!is_double) s.push_back({Trans::No, Trans::Yes, 256, 4096, 4096});
   return s;
+}
+
+// Scoring shapes of the narrow and thin classes: a Fashion-MNIST CNN's products (bench_gemm's
+// conv* and fc1_* rows; batch 64): narrow, the forward passes of its second convolution
+// (12544 x 64 x 288, NT) and of Linear(3136, 128) (NT); thin, the second convolution's weight
+// gradient (TN) and input gradient (NN), Linear(3136, 128)'s (NN, TN).
+std::vector<Shape> class_shapes(ShapeClass c, bool is_double, bool quick) {
+  if (c == ShapeClass::General) return scoring_shapes(is_double, quick);
+  if (c == ShapeClass::Narrow) {
+    if (quick) return {{Trans::No, Trans::Yes, 512, 64, 96}};
+    return {{Trans::No, Trans::Yes, 12544, 64, 288}, {Trans::No, Trans::Yes, 64, 128, 3136}};
+  }
+  if (quick) return {{Trans::Yes, Trans::No, 64, 192, 512}};
+  return {{Trans::Yes, Trans::No, 64, 288, 12544}, {Trans::No, Trans::No, 12544, 288, 64},
+          {Trans::No, Trans::No, 64, 3136, 128}, {Trans::Yes, Trans::No, 128, 3136, 64}};
+}
+
+constexpr ShapeClass kClasses[] = {ShapeClass::General, ShapeClass::Narrow, ShapeClass::Thin};
+const char* class_name(ShapeClass c) {
+  return c == ShapeClass::Narrow ? "narrow" : c == ShapeClass::Thin ? "thin" : "general";
 }
 
 template <class T>
@@ -125,10 +151,16 @@ double gflops(const Kernels& k, const std::vector<Shape>& shapes, std::vector<Op
   return std::exp(log_sum / double(shapes.size()));
 }
 
+// The tile of one shape class in k's half for T.
 template <class T>
-Blocking& blocking_of(Kernels& k) { return hddp::detail::kernel_set<T>(k).blocking; }
+Tile<T>& tile_of(Kernels& k, ShapeClass c) { return hddp::detail::kernel_set<T>(k).tile(c); }
 template <class T>
-const Blocking& blocking_of(const Kernels& k) { return hddp::detail::kernel_set<T>(k).blocking; }
+const Tile<T>& tile_of(const Kernels& k, ShapeClass c) { return hddp::detail::kernel_set<T>(k).tile(c); }
+
+// "avx512 narrow 8x32 MC 192 KC 256 NC 4096".
+std::string describe_tile(const char* set, const Blocking& b, ShapeClass c) {
+  return hddp::detail::describe((std::string(set) + " " + class_name(c)).c_str(), b);
+}
 
 // Candidate values of one blocking parameter around the built-in ones.
 std::vector<int64_t> candidates(char which, const Blocking& b, bool quick) {
@@ -144,69 +176,116 @@ std::vector<int64_t> candidates(char which, const Blocking& b, bool quick) {
   return v;
 }
 
-// The best blocking of one set for precision T, from its built-in blocking.
+// The best tile and blocking of one set and shape class for precision T, from its built-in one:
+// the set's other micro-tiles (each with its own row's blocking), then KC, MC, NC, KC.
 template <class T>
-Kernels tune_set(const Kernels& set, const std::vector<Shape>& shapes, std::vector<Operands<T>>& ops,
+Kernels tune_set(const Kernels& set, ShapeClass cls, const std::vector<Shape>& shapes, std::vector<Operands<T>>& ops,
                  const Options& opt) {
   Kernels best = set;
+  auto report = [&](const Blocking& b, double s) {
+    std::printf("  %-7s %-58s %.3fx%s\n", sizeof(T) == 4 ? "float" : "double", describe_tile(set.name, b, cls).c_str(),
+                s, s > 1 + opt.margin ? "  <- better" : "");
+    std::fflush(stdout);
+  };
+  for (const Tile<T>& t : hddp::detail::kernel_set<T>(set).tiles) {
+    const Blocking& now = tile_of<T>(best, cls).blocking;
+    if (t.blocking.MR == now.MR && t.blocking.NR == now.NR) continue;
+    Kernels cand = best;
+    tile_of<T>(cand, cls) = t;
+    const double s = speedup<T>(best, cand, shapes, ops, opt);
+    report(t.blocking, s);
+    if (s > 1 + opt.margin) best = cand;
+  }
   const char* order = opt.quick ? "KM" : "KMNK";
   for (const char* p = order; *p; ++p) {
     const char which = *p;
-    for (int64_t v : candidates(which, blocking_of<T>(best), opt.quick)) {
+    for (int64_t v : candidates(which, tile_of<T>(best, cls).blocking, opt.quick)) {
       Kernels cand = best;
-      Blocking& b = blocking_of<T>(cand);
+      Blocking& b = tile_of<T>(cand, cls).blocking;
       int64_t& field = which == 'K' ? b.KC : which == 'M' ? b.MC : b.NC;
       if (field == v) continue;
       field = v;
       const double s = speedup<T>(best, cand, shapes, ops, opt);
-      std::printf("  %-7s %-44s %.3fx%s\n", sizeof(T) == 4 ? "float" : "double",
-                  hddp::detail::describe(set.name, b).c_str(), s, s > 1 + opt.margin ? "  <- better" : "");
-      std::fflush(stdout);
+      report(b, s);
       if (s > 1 + opt.margin) best = cand;
     }
   }
   return best;
 }
 
-// Each runnable set tuned for T, then the winners against each other; returns the chosen
-// Kernels (T's half set) and records the report in `entry`.
+// {"MR": .., "NR": .., "MC": .., "KC": .., "NC": ..}: one tile's wisdom entry.
+json tile_json(const Blocking& b) {
+  return {{"MR", b.MR}, {"NR", b.NR}, {"MC", b.MC}, {"KC", b.KC}, {"NC", b.NC}};
+}
+
+// Each runnable set tuned for T, per shape class, then the winners against each other over all
+// classes' shapes; returns the chosen Kernels (T's half set) and records the report in `entry`.
 template <class T>
 Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json& entry) {
   const bool is_double = sizeof(T) == 8;
-  const std::vector<Shape> shapes = scoring_shapes(is_double, opt.quick);
-  std::vector<Operands<T>> ops;
-  for (const Shape& s : shapes) ops.emplace_back(s);
+  const char* prec = is_double ? "double" : "float";
+  std::vector<Shape> shapes[3];
+  std::vector<Operands<T>> ops[3];
+  for (int c = 0; c < 3; ++c) {
+    shapes[c] = class_shapes(kClasses[c], is_double, opt.quick);
+    for (const Shape& s : shapes[c]) ops[c].emplace_back(s);
+  }
   std::vector<Kernels> tuned;
   json blocking = json::object(), score = json::object();
   for (const Kernels* set : sets) {
-    std::printf("%s, %s set: built-in %s\n", is_double ? "double" : "float", set->name,
-                hddp::detail::describe(set->name, blocking_of<T>(*set)).c_str());
-    Kernels t = tune_set<T>(*set, shapes, ops, opt);
-    // The search's winner against the start, side by side once more: steps that each looked
-    // better may not add up, and then the built-in blocking stays.
-    double vs_builtin = speedup<T>(*set, t, shapes, ops, opt);
-    if (vs_builtin <= 1 + opt.margin) {
-      std::printf("  %s is %.3fx the built-in blocking: keeping the built-in\n",
-                  hddp::detail::describe(set->name, blocking_of<T>(t)).c_str(), vs_builtin);
-      t = *set, vs_builtin = 1;
+    Kernels t = *set;
+    json& sc = score[set->name];
+    for (int c = 0; c < 3; ++c) {
+      const ShapeClass cls = kClasses[c];
+      std::printf("%s, %s set: built-in %s\n", prec, set->name,
+                  describe_tile(set->name, tile_of<T>(*set, cls).blocking, cls).c_str());
+      Kernels found = tune_set<T>(*set, cls, shapes[c], ops[c], opt);
+      // The search's winner against the start, side by side once more: steps that each looked
+      // better may not add up, and then the built-in tile stays.
+      double vs_builtin = speedup<T>(*set, found, shapes[c], ops[c], opt);
+      if (vs_builtin <= 1 + opt.margin) {
+        std::printf("  %s is %.3fx the built-in: keeping the built-in\n",
+                    describe_tile(set->name, tile_of<T>(found, cls).blocking, cls).c_str(), vs_builtin);
+        found = *set, vs_builtin = 1;
+      }
+      tile_of<T>(t, cls) = tile_of<T>(found, cls);
+      sc[c == 0 ? std::string("vs_builtin") : std::string(class_name(cls)) + "_vs_builtin"] =
+          std::round(vs_builtin * 1000) / 1000;
+      std::printf("  -> %s: %.3fx the built-in\n", describe_tile(set->name, tile_of<T>(t, cls).blocking, cls).c_str(),
+                  vs_builtin);
     }
-    const Blocking& b = blocking_of<T>(t);
-    blocking[set->name] = {{"MC", b.MC}, {"KC", b.KC}, {"NC", b.NC}};
-    score[set->name] = {{"vs_builtin", std::round(vs_builtin * 1000) / 1000}};
-    std::printf("  -> %s: %.3fx its built-in blocking\n", hddp::detail::describe(set->name, b).c_str(), vs_builtin);
+    json b = tile_json(tile_of<T>(t, ShapeClass::General).blocking);
+    b["narrow"] = tile_json(tile_of<T>(t, ShapeClass::Narrow).blocking);
+    b["thin"] = tile_json(tile_of<T>(t, ShapeClass::Thin).blocking);
+    blocking[set->name] = b;
     tuned.push_back(t);
   }
+  // The sets' winners against each other: geometric mean over every class's shapes.
+  auto overall = [&](const Kernels& inc, const Kernels& cand) {
+    double log_sum = 0, n = 0;
+    for (int c = 0; c < 3; ++c) {
+      log_sum += double(shapes[c].size()) * std::log(speedup<T>(inc, cand, shapes[c], ops[c], opt));
+      n += double(shapes[c].size());
+    }
+    return std::exp(log_sum / n);
+  };
   size_t win = 0;
   for (size_t i = 1; i < tuned.size(); ++i) {
-    const double s = speedup<T>(tuned[win], tuned[i], shapes, ops, opt);
-    std::printf("%s: %s over %s: %.3fx\n", is_double ? "double" : "float", tuned[i].name, tuned[win].name, s);
+    const double s = overall(tuned[win], tuned[i]);
+    std::printf("%s: %s over %s: %.3fx\n", prec, tuned[i].name, tuned[win].name, s);
     if (s > 1 + opt.margin) win = i;
   }
-  const double g = gflops<T>(tuned[win], shapes, ops, opt);
-  score["gflops_geomean"] = std::round(g * 10) / 10;
-  entry[is_double ? "double" : "float"] = {{"kernel", tuned[win].name}, {"blocking", blocking}, {"score", score}};
-  std::printf("%s: chosen %s, %.1f GFLOP/s (geometric mean over %zu shapes)\n\n", is_double ? "double" : "float",
-              hddp::detail::describe(tuned[win].name, blocking_of<T>(tuned[win])).c_str(), g, shapes.size());
+  std::printf("%s: chosen %s", prec, tuned[win].name);
+  for (int c = 0; c < 3; ++c) {
+    const double g = gflops<T>(tuned[win], shapes[c], ops[c], opt);
+    score[c == 0 ? std::string("gflops_geomean") : std::string(class_name(kClasses[c])) + "_gflops_geomean"] =
+        std::round(g * 10) / 10;
+    std::printf("; %s, %.1f GFLOP/s (geometric mean over %zu shapes)",
+                describe_tile(tuned[win].name, tile_of<T>(tuned[win], kClasses[c]).blocking, kClasses[c]).c_str(), g,
+                shapes[c].size());
+  }
+  std::printf("\n\n");
+  entry[prec] = {{"kernel", tuned[win].name}, {"blocking", blocking}, {"score", score}};
   return tuned[win];
 }
 
@@ -237,8 +316,9 @@ void write_wisdom(const std::string& path, const std::string& key, const json& e
 
 int main(int argc, char** argv) {
   Options opt;
-  CLI::App app{"gemm_tune: measure the fastest GEMM micro-kernel set and MC/KC/NC blocking on this CPU\n"
-               "and store them in the wisdom file hddp's GEMM reads (kernels/gemm_config.h).\n"
+  CLI::App app{"gemm_tune: measure the fastest GEMM micro-kernel set, micro-tile and MC/KC/NC blocking on this CPU,\n"
+               "per shape class (general; narrow and thin: a CNN's products), and store them in the wisdom file\n"
+               "hddp's GEMM reads (kernels/gemm_config.h).\n"
                "Threads: OMP_NUM_THREADS (tune with the count your jobs use). A few minutes."};
   app.add_option("--out", opt.out, "wisdom file to write (default: the one the library reads, " +
                                        (hddp::gemm_wisdom_path().empty() ? std::string("none here") : hddp::gemm_wisdom_path()) + ")")
@@ -254,9 +334,12 @@ int main(int argc, char** argv) {
   try {
     const std::string key = hddp::detail::cpu_model_key();
     if (opt.show) {
-      std::printf("cpu: %s\nwisdom: %s\nthreads: %d\nchoice: %s\n", key.c_str(),
+      const hddp::detail::Kernels& k = hddp::detail::cpu_kernels();
+      std::printf("cpu: %s\nwisdom: %s\nthreads: %d\nchoice: %s\nclasses: float %s; double %s\n", key.c_str(),
                   hddp::gemm_wisdom_path().empty() ? "(none)" : hddp::gemm_wisdom_path().c_str(),
-                  omp_get_max_threads(), hddp::gemm_config_description().c_str());
+                  omp_get_max_threads(), hddp::gemm_config_description().c_str(),
+                  hddp::detail::describe_classes(k.s.narrow.blocking, k.s.thin.blocking).c_str(),
+                  hddp::detail::describe_classes(k.d.narrow.blocking, k.d.thin.blocking).c_str());
       return 0;
     }
     if (opt.out.empty()) opt.out = hddp::gemm_wisdom_path();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "gemm_oracle.h"
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_config.h>
 #include <hddp/kernels/gemm_backends.h>
 #include <hddp/kernels/gemm_ukernel.h>
 
@@ -33,13 +35,26 @@ struct Backends {
   }
 };
 
-// Sizes that hit every edge of the running kernel's blocking: 0..3, MR+-1, NR+-1, KC+-1,
-// MC+1, primes.
+// Sizes that hit every edge of the running kernel's tiles (every shape class's: MR+-1, NR+-1,
+// KC+-1, KC*5/4 +- 1 (one K block or two), MC+1) and small sizes and primes, all above `floor`.
 template <class T>
-std::vector<int64_t> edge_sizes() {
-  const detail::Blocking B = detail::kernel_set<T>(detail::cpu_kernels()).blocking;
-  return {0, 1, 2, 3, B.MR - 1, B.MR, B.MR + 1, B.NR - 1, B.NR + 1, B.KC - 1, B.KC + 1,
-          B.MC + 1, 7, 13, 31, 61, 127, 251, 293};
+std::vector<int64_t> edge_sizes(int64_t floor = 0) {
+  const detail::KernelSet<T>& ks = detail::kernel_set<T>(detail::cpu_kernels());
+  std::vector<int64_t> v{0, 1, 2, 3, 7, 13, 31, 61, 127, 251, 293};
+  for (detail::ShapeClass c : {detail::ShapeClass::General, detail::ShapeClass::Narrow, detail::ShapeClass::Thin}) {
+    const detail::Blocking B = ks.tile(c).blocking;
+    // MR, NR and MC edges at the first multiple above the floor too (the general class needs
+    // every dimension above kNarrowMax).
+    for (int64_t unit : {B.MR, B.NR}) {
+      const int64_t first = std::max<int64_t>(1, (floor + unit) / unit) * unit;
+      for (int64_t e : {unit - 1, unit, unit + 1, first - 1, first, first + 1}) v.push_back(e);
+    }
+    for (int64_t e : {B.KC - 1, B.KC + 1, B.KC + B.KC / 4, B.KC + B.KC / 4 + 1, B.MC + 1}) v.push_back(e);
+  }
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  std::erase_if(v, [&](int64_t x) { return x <= floor && floor > 0; });
+  return v;
 }
 
 std::string describe(const GemmCase& c) {
@@ -63,18 +78,86 @@ class GemmTyped : public ::testing::Test {};
 using Types = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(GemmTyped, Types);
 
-// One dimension at a time swept over the edge sizes, the other two fixed at awkward values.
+// One dimension at a time swept over the edge sizes, the other two fixed at awkward values,
+// once per shape class (kernels/gemm_blocking.h): narrow (N <= 128), thin (M or K <= 128),
+// general (all above 128); sizes that would leave the class are left out. Leading dimensions
+// tight or padded (seed % 3), so B and A are read in place or packed (gemm_blocked.cpp).
 TYPED_TEST(GemmTyped, EdgeSizesEachDimension) {
   using T = TypeParam;
+  using detail::ShapeClass;
   uint64_t seed = 1;
-  for (int dim = 0; dim < 3; ++dim)
-    for (int64_t s : edge_sizes<T>())
+  const int64_t big = detail::kNarrowMax;
+  const struct {
+    ShapeClass cls;
+    int64_t M, N, K;
+  } bases[] = {{ShapeClass::Narrow, 37, 23, 19}, {ShapeClass::Thin, 37, 150, 19}, {ShapeClass::General, 140, 150, 135}};
+  for (const auto& base : bases)
+    for (int dim = 0; dim < 3; ++dim)
+      for (int64_t s : edge_sizes<T>(base.cls == ShapeClass::General ? big : 0))
+        for (Trans ta : kTrans)
+          for (Trans tb : kTrans) {
+            GemmCase c{ta, tb, base.M, base.N, base.K, 1.0, 0.0, int64_t(seed % 3)};
+            (dim == 0 ? c.M : dim == 1 ? c.N : c.K) = s;
+            if (c.M > 0 && c.N > 0 && c.K > 0 && detail::shape_class(c.M, c.N, c.K) != base.cls) continue;
+            // The general class on the blocked backend alone: the others gain nothing from it.
+            if (base.cls == ShapeClass::General) {
+              ::testing::AssertionResult r = ::testing::AssertionSuccess();
+              hddp::test::run_and_check<T>(&gemm_blocked<T>, c, seed++, &r);
+              EXPECT_TRUE(r) << "blocked " << describe(c);
+            } else {
+              check_all_backends<T>(c, seed++);
+            }
+          }
+}
+
+// A Fashion-MNIST CNN's products through im2col, batch 64 (bench_gemm's conv* and fc1_* rows):
+// the forward passes Y = cols W^T (NT), the weight gradients dW += dY^T cols (TN, beta 1 as
+// gradient accumulation does; alpha 1 and beta 0 too) and the input gradients dcols = dY W (NN).
+struct NamedCase {
+  const char* name;
+  Trans ta, tb;
+  int64_t M, N, K;
+};
+constexpr NamedCase kCnnCases[] = {
+    {"conv1_fwd", Trans::No, Trans::Yes, 50176, 32, 9},   {"conv1_dw", Trans::Yes, Trans::No, 32, 9, 50176},
+    {"conv2_fwd", Trans::No, Trans::Yes, 12544, 64, 288}, {"conv2_dw", Trans::Yes, Trans::No, 64, 288, 12544},
+    {"conv2_dx", Trans::No, Trans::No, 12544, 288, 64},   {"fc1_fwd", Trans::No, Trans::Yes, 64, 128, 3136},
+    {"fc1_dx", Trans::No, Trans::No, 64, 3136, 128},      {"fc1_dw", Trans::Yes, Trans::No, 128, 3136, 64},
+};
+
+TYPED_TEST(GemmTyped, ConvolutionShapes) {
+  using T = TypeParam;
+  uint64_t seed = 1200;
+  for (const NamedCase& n : kCnnCases)
+    for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-0.5, 1.0}}) {
+      const GemmCase c{n.ta, n.tb, n.M, n.N, n.K, alpha, beta, 0};
+      ::testing::AssertionResult r = ::testing::AssertionSuccess();
+      hddp::test::run_and_check<T>(&gemm_blocked<T>, c, seed++, &r);
+      EXPECT_TRUE(r) << n.name << " " << describe(c);
+    }
+}
+
+// Around those: the layers' three layouts with odd channel counts N (or M) = 31, 33, 63, 65 and
+// K = 1, 9, 27, 288 (Cin*k*k), and the long-K weight gradients of a first convolution with a
+// few more or fewer channels (the direct path where C is small, gemm_small.h).
+TYPED_TEST(GemmTyped, ConvolutionNeighbours) {
+  using T = TypeParam;
+  uint64_t seed = 1300;
+  auto check = [&](const GemmCase& c) {
+    ::testing::AssertionResult r = ::testing::AssertionSuccess();
+    hddp::test::run_and_check<T>(&gemm_blocked<T>, c, seed++, &r);
+    EXPECT_TRUE(r) << describe(c);
+  };
+  for (int64_t ch : {31, 33, 63, 65})
+    for (int64_t k : {1, 9, 27, 288}) {
+      check({Trans::No, Trans::Yes, 1001, ch, k, 1.0, 0.0, int64_t(seed % 2)});  // forward
+      check({Trans::Yes, Trans::No, ch, k, 1001, 1.0, 1.0, int64_t(seed % 2)});   // weight gradient
+      check({Trans::No, Trans::No, 1001, k, ch, 1.0, 0.0, int64_t(seed % 2)});    // input gradient
+    }
+  for (int64_t m : {31, 32, 33})
+    for (int64_t n : {1, 8, 9, 16, 17})
       for (Trans ta : kTrans)
-        for (Trans tb : kTrans) {
-          GemmCase c{ta, tb, 37, 23, 19, 1.0, 0.0, int64_t(seed % 3)};
-          (dim == 0 ? c.M : dim == 1 ? c.N : c.K) = s;
-          check_all_backends<T>(c, seed++);
-        }
+        for (Trans tb : kTrans) check({ta, tb, m, n, 6007, 0.5, 0.3, int64_t(seed % 2)});
 }
 
 // alpha in {0, 1, -0.5} x beta in {0, 1, 0.3} on shapes that take the direct path, the
@@ -136,11 +219,12 @@ TYPED_TEST(GemmTyped, Size1000) {
 }
 
 // 1 and 2 threads give bitwise identical C (the parallel path is taken: work is above the
-// threshold), and so does a thread count that does not divide the tile grid evenly.
+// threshold), and so does a thread count that does not divide the tile grid evenly. Shapes of
+// every class (general; narrow; thin, B read in place or packed by its leading dimension).
 TYPED_TEST(GemmTyped, BitwiseIdenticalAcrossThreadCounts) {
   using T = TypeParam;
   const int saved = omp_get_max_threads();
-  const int64_t shapes[][3] = {{300, 257, 301}, {1000, 67, 129}, {61, 1000, 200}};
+  const int64_t shapes[][3] = {{300, 257, 301}, {1000, 67, 129}, {61, 1000, 200}, {64, 300, 700}, {700, 290, 64}};
   uint64_t seed = 1000;
   for (auto& s : shapes)
     for (Trans ta : kTrans)
@@ -158,6 +242,29 @@ TYPED_TEST(GemmTyped, BitwiseIdenticalAcrossThreadCounts) {
               << "results differ between 1 and " << i + 1 << " threads: " << describe(c);
         ++seed;
       }
+  omp_set_num_threads(saved);
+}
+
+// The CNN's products themselves on 1, 2 and 3 threads: bitwise identical (the oracle checks them
+// in ConvolutionShapes).
+TYPED_TEST(GemmTyped, ConvolutionShapesBitwiseAcrossThreadCounts) {
+  using T = TypeParam;
+  const int saved = omp_get_max_threads();
+  uint64_t seed = 1400;
+  for (const NamedCase& n : kCnnCases) {
+    const GemmCase c{n.ta, n.tb, n.M, n.N, n.K, 1.0, 0.5, 0};
+    const hddp::test::GemmData<T> d(c, seed++);
+    std::vector<std::vector<T>> results;
+    for (int nt : {1, 2, 3}) {
+      omp_set_num_threads(nt);
+      results.push_back(d.C0);
+      gemm_blocked<T>(c.ta, c.tb, c.M, c.N, c.K, T(c.alpha), d.A.data(), d.lda, d.B.data(), d.ldb, T(c.beta),
+                      results.back().data(), d.ldc);
+    }
+    for (size_t i = 1; i < results.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(results[0].data(), results[i].data(), results[0].size() * sizeof(T)))
+          << n.name << ": results differ between 1 and " << i + 1 << " threads";
+  }
   omp_set_num_threads(saved);
 }
 
@@ -220,11 +327,14 @@ TEST(GemmKernel, RunsTheRequestedKernel) {
   if (std::getenv("HDDP_TEST_ODD_WISDOM")) {  // the odd entry is what runs
     const std::string d = gemm_config_description();
     EXPECT_NE(d.find("from wisdom "), std::string::npos) << d;
-    EXPECT_EQ(detail::cpu_kernels().s.blocking.KC, 37) << d;
-    EXPECT_EQ(detail::cpu_kernels().d.blocking.KC, 37) << d;
+    for (detail::ShapeClass c : {detail::ShapeClass::General, detail::ShapeClass::Narrow, detail::ShapeClass::Thin}) {
+      EXPECT_EQ(detail::cpu_kernels().s.tile(c).blocking.KC, 37) << d;
+      EXPECT_EQ(detail::cpu_kernels().d.tile(c).blocking.KC, 37) << d;
+    }
   }
   const detail::Kernels& k = detail::cpu_kernels();
-  for (const detail::Blocking& b : {k.s.blocking, k.d.blocking}) {
+  for (const detail::Blocking& b : {k.s.blocking, k.d.blocking, k.s.narrow.blocking, k.d.narrow.blocking,
+                                    k.s.thin.blocking, k.d.thin.blocking}) {
     EXPECT_LE(b.MR, detail::kMaxMR);
     EXPECT_LE(b.NR, detail::kMaxNR);
     EXPECT_EQ(b.MC % b.MR, 0);
@@ -233,13 +343,20 @@ TEST(GemmKernel, RunsTheRequestedKernel) {
 }
 
 // HDDP_TEST_ODD_WISDOM=<path>: write a wisdom file there with an entry for this CPU (the
-// widest set, MC = 3 MR, KC = 37, NC = 5 NR: every loop has a remainder) and read it.
+// widest set, MC = 3 MR, KC = 37, NC = 5 NR for every shape class, the narrow and thin classes on
+// the set's last tile: every loop has a remainder) and read it.
 void write_odd_wisdom(const char* path) {
   const char* set = detail::cpu_has_avx512() ? "avx512" : detail::cpu_has_avx2_fma() ? "avx2" : "portable";
   const detail::Kernels& k = *detail::kernels_by_name(set);
-  auto half = [&](const detail::Blocking& b) {
-    return std::string("{\"kernel\": \"") + set + "\", \"blocking\": {\"" + set + "\": {\"MC\": " +
-           std::to_string(3 * b.MR) + ", \"KC\": 37, \"NC\": " + std::to_string(5 * b.NR) + "}}}";
+  auto odd = [](const detail::Blocking& b) {
+    return "{\"MR\": " + std::to_string(b.MR) + ", \"NR\": " + std::to_string(b.NR) + ", \"MC\": " +
+           std::to_string(3 * b.MR) + ", \"KC\": 37, \"NC\": " + std::to_string(5 * b.NR) + "}";
+  };
+  auto half = [&](const auto& ks) {
+    std::string general = odd(ks.blocking), last = odd(ks.tiles.back().blocking);
+    general.pop_back();
+    return std::string("{\"kernel\": \"") + set + "\", \"blocking\": {\"" + set + "\": " + general +
+           ", \"narrow\": " + last + ", \"thin\": " + last + "}}}";
   };
   std::FILE* f = std::fopen(path, "w");
   if (!f) {
@@ -247,7 +364,7 @@ void write_odd_wisdom(const char* path) {
     std::exit(1);
   }
   std::fprintf(f, "{\"format\": \"hddp-gemm-wisdom-1\", \"cpus\": {\"%s\": {\"float\": %s, \"double\": %s}}}\n",
-               detail::cpu_model_key().c_str(), half(k.s.blocking).c_str(), half(k.d.blocking).c_str());
+               detail::cpu_model_key().c_str(), half(k.s).c_str(), half(k.d).c_str());
   std::fclose(f);
   setenv("HDDP_GEMM_WISDOM", path, 1);
 }
@@ -262,7 +379,10 @@ int main(int argc, char** argv) {
       return 77;
     }
   }
-  std::printf("GEMM under test: %s\n", gemm_config_description().c_str());
+  const detail::Kernels& k = detail::cpu_kernels();
+  std::printf("GEMM under test: %s; classes: float %s; double %s\n", gemm_config_description().c_str(),
+              detail::describe_classes(k.s.narrow.blocking, k.s.thin.blocking).c_str(),
+              detail::describe_classes(k.d.narrow.blocking, k.d.thin.blocking).c_str());
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

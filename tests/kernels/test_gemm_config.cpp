@@ -1,10 +1,14 @@
 // The per-CPU choice of GEMM kernel set and blocking (kernels/gemm_config.h): the built-in
-// table's rows, the order HDDP_GEMM_KERNEL > wisdom > table > widest, wisdom entries of other
-// CPUs ignored, and malformed wisdom refused with a message naming the file and what to do.
+// table's rows (each class's tile one the set has), the shape classes, the order
+// HDDP_GEMM_KERNEL > wisdom > table > widest, the classes' wisdom entries (and files without
+// them), wisdom entries of other CPUs ignored, and malformed wisdom refused with a message naming
+// the file and what to do.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string>
-#include <tuple>
+#include <vector>
 
 #include <hddp/kernels/gemm_blocking.h>
 #include <hddp/kernels/gemm_config.h>
@@ -53,23 +57,72 @@ void expect_refused(const std::string& text, const std::string& needle) {
 
 }  // namespace
 
+// The tiles each set instantiates (gemm_blocking.h): what its class rows may name.
+std::vector<Blocking> tiles_of(const std::string& set, bool is_double) {
+  if (set == "avx512") {
+    if (is_double) return {std::begin(kAvx512DoubleTiles), std::end(kAvx512DoubleTiles)};
+    return {std::begin(kAvx512FloatTiles), std::end(kAvx512FloatTiles)};
+  }
+  if (set == "avx2") return {is_double ? kAvx2Double : kAvx2Float};
+  return {is_double ? kPortableDouble : kPortableFloat};
+}
+
+void expect_rows_are_tiles(const std::string& set, bool is_double, const ClassBlocking& c, const std::string& why) {
+  for (const Blocking& b : {c.general, c.narrow, c.thin}) {
+    const std::vector<Blocking> tiles = tiles_of(set, is_double);
+    EXPECT_TRUE(std::any_of(tiles.begin(), tiles.end(), [&](const Blocking& t) { return t.MR == b.MR && t.NR == b.NR; }))
+        << why << ": " << b.MR << "x" << b.NR << " is not a tile of " << set;
+    EXPECT_LE(b.MR, kMaxMR) << why;
+    EXPECT_LE(b.NR, kMaxNR) << why;
+    EXPECT_EQ(b.MC % b.MR, 0) << why;
+    EXPECT_EQ(b.NC % b.NR, 0) << why;
+    EXPECT_GT(b.KC, 0) << why;
+  }
+}
+
 TEST(GemmConfig, BuiltInRowsMatchTheirSets) {
-  auto blocking_of = [](const std::string& set, bool is_double) {
-    if (set == "avx512") return is_double ? kAvx512Double : kAvx512Float;
-    if (set == "avx2") return is_double ? kAvx2Double : kAvx2Float;
-    return is_double ? kPortableDouble : kPortableFloat;
-  };
   for (const CpuChoice& row : kCpuChoices) {
-    for (auto [set, b, is_double] : {std::tuple{row.set_s, row.s, false}, std::tuple{row.set_d, row.d, true}}) {
-      const Blocking own = blocking_of(set, is_double);
-      EXPECT_EQ(b.MR, own.MR) << row.why;
-      EXPECT_EQ(b.NR, own.NR) << row.why;
-      EXPECT_EQ(b.MC % b.MR, 0) << row.why;
-      EXPECT_EQ(b.NC % b.NR, 0) << row.why;
-      EXPECT_GT(b.KC, 0) << row.why;
-    }
+    expect_rows_are_tiles(row.set_s, false, row.s, row.why);
+    expect_rows_are_tiles(row.set_d, true, row.d, row.why);
     EXPECT_LE(row.model_lo, row.model_hi) << row.why;
   }
+  expect_rows_are_tiles("avx512", false, kAvx512FloatClasses, "kAvx512FloatClasses");
+  expect_rows_are_tiles("avx512", true, kAvx512DoubleClasses, "kAvx512DoubleClasses");
+  expect_rows_are_tiles("avx2", false, kAvx2FloatClasses, "kAvx2FloatClasses");
+  expect_rows_are_tiles("avx2", true, kAvx2DoubleClasses, "kAvx2DoubleClasses");
+  expect_rows_are_tiles("portable", false, kPortableFloatClasses, "kPortableFloatClasses");
+  expect_rows_are_tiles("portable", true, kPortableDoubleClasses, "kPortableDoubleClasses");
+}
+
+// The classes split at kNarrowMax: narrow by N first, then thin by M or K.
+TEST(GemmConfig, ShapeClasses) {
+  EXPECT_EQ(shape_class(12544, 64, 288), ShapeClass::Narrow);    // a convolution's forward
+  EXPECT_EQ(shape_class(64, 128, 3136), ShapeClass::Narrow);     // Linear(3136, 128) forward
+  EXPECT_EQ(shape_class(64, 288, 12544), ShapeClass::Thin);      // its weight gradient
+  EXPECT_EQ(shape_class(12544, 288, 64), ShapeClass::Thin);      // its input gradient
+  EXPECT_EQ(shape_class(129, 129, 129), ShapeClass::General);
+  EXPECT_EQ(shape_class(256, 4096, 4096), ShapeClass::General);  // a training step's
+  EXPECT_EQ(shape_class(1024, 1024, 128), ShapeClass::Thin);
+  EXPECT_EQ(shape_class(128, 1024, 1024), ShapeClass::Thin);
+  EXPECT_EQ(shape_class(1024, 128, 1024), ShapeClass::Narrow);
+}
+
+// Every set offers a tile per class, and the class tiles run (cpu_kernels: what is chosen here).
+TEST(GemmConfig, EverySetHasItsClassTiles) {
+  for (const char* name : {"avx512", "avx2", "portable"}) {
+    const Kernels* k = kernels_by_name(name);
+    if (!k) continue;
+    for (ShapeClass c : {ShapeClass::General, ShapeClass::Narrow, ShapeClass::Thin}) {
+      for (const Blocking& b : {k->s.tile(c).blocking, k->d.tile(c).blocking}) EXPECT_EQ(b.MC % b.MR, 0) << name;
+      EXPECT_NE(k->s.tile(c).ukernel, nullptr) << name;
+      EXPECT_NE(k->d.tile(c).ukernel, nullptr) << name;
+      EXPECT_NE(find_tile(k->s.tiles, k->s.tile(c).blocking.MR, k->s.tile(c).blocking.NR), nullptr) << name;
+    }
+  }
+  const Kernels& k = *kernels_by_name(widest());
+  EXPECT_EQ(tile_for(k.s, 12544, 64, 288).blocking.MR, k.s.narrow.blocking.MR);
+  EXPECT_EQ(tile_for(k.s, 64, 288, 12544).blocking.NR, k.s.thin.blocking.NR);
+  EXPECT_EQ(&tile_for(k.s, 1024, 1024, 1024), static_cast<const Tile<float>*>(&k.s));
 }
 
 TEST(GemmConfig, NothingMatchesTheWidestSet) {
@@ -85,6 +138,8 @@ TEST(GemmConfig, BuiltInRowForItsCpu) {
   if (cpu_has_avx2_fma()) {
     EXPECT_STREQ(c.set_s, "avx2");
     EXPECT_EQ(c.kernels.s.blocking.KC, kAvx2Float.KC);
+    EXPECT_EQ(c.kernels.s.thin.blocking.MR, kAvx2FloatClasses.thin.MR);
+    EXPECT_EQ(c.kernels.d.narrow.blocking.NR, kAvx2DoubleClasses.narrow.NR);
     EXPECT_NE(c.source.find("Zen 4"), std::string::npos) << c.source;
   } else {
     EXPECT_EQ(std::string(c.set_s), widest());
@@ -103,6 +158,45 @@ TEST(GemmConfig, WisdomForThisCpuWins) {
   EXPECT_EQ(c.kernels.d.blocking.KC, 77);
   EXPECT_EQ(c.kernels.s.blocking.MR, mr);  // MR/NR stay the set's
   EXPECT_NE(c.source.find("wisdom /w.json"), std::string::npos) << c.source;
+}
+
+// The narrow and thin classes' entries ("MR"/"NR" naming one of the set's tiles); an entry
+// without them (a file written before the classes) keeps the set's own class tiles.
+TEST(GemmConfig, WisdomSetsEachClass) {
+  const std::string set = widest();
+  const Kernels& own = *kernels_by_name(set);
+  const Blocking last = own.s.tiles.back().blocking, last_d = own.d.tiles.back().blocking;
+  auto tile = [](const Blocking& b, int64_t kc) {
+    return "{\"MR\": " + std::to_string(b.MR) + ", \"NR\": " + std::to_string(b.NR) + ", \"MC\": " +
+           std::to_string(2 * b.MR) + ", \"KC\": " + std::to_string(kc) + ", \"NC\": " + std::to_string(3 * b.NR) + "}";
+  };
+  auto with_classes = [&](const Blocking& b, const Blocking& l) {
+    return "{\"MC\": " + std::to_string(3 * b.MR) + ", \"KC\": 77, \"NC\": " + std::to_string(5 * b.NR) +
+           ", \"narrow\": " + tile(l, 55) + ", \"thin\": " + tile(l, 66) + "}";
+  };
+  GemmConfig c = make_gemm_config("", wisdom(set, with_classes(own.s.blocking, last), kKey, with_classes(own.d.blocking, last_d)),
+                                  "/w.json", kKey, kNoMatch);
+  EXPECT_EQ(c.kernels.s.blocking.KC, 77);
+  EXPECT_EQ(c.kernels.s.narrow.blocking.KC, 55);
+  EXPECT_EQ(c.kernels.s.thin.blocking.KC, 66);
+  EXPECT_EQ(c.kernels.d.thin.blocking.KC, 66);
+  EXPECT_EQ(c.kernels.s.narrow.blocking.MR, last.MR);
+  EXPECT_EQ(c.kernels.s.narrow.blocking.NR, last.NR);
+  EXPECT_EQ(c.kernels.s.narrow.blocking.MC, 2 * last.MR);
+  EXPECT_EQ(c.kernels.s.thin.ukernel, own.s.tiles.back().ukernel);  // the kernel comes with the tile
+  EXPECT_EQ(c.kernels.d.narrow.blocking.NR, last_d.NR);
+  // Without the classes: the set's own.
+  c = make_gemm_config("", wisdom(set, odd_blocking(set, false), kKey, odd_blocking(set, true)), "/w.json", kKey, kNoMatch);
+  EXPECT_EQ(c.kernels.s.blocking.KC, 77);
+  EXPECT_EQ(c.kernels.s.narrow.blocking.KC, own.s.narrow.blocking.KC);
+  EXPECT_EQ(c.kernels.s.thin.blocking.MR, own.s.thin.blocking.MR);
+  EXPECT_EQ(c.kernels.d.thin.blocking.NR, own.d.thin.blocking.NR);
+  // MR/NR in the general entry name its tile too.
+  const Blocking& t0 = own.s.tiles.front().blocking;
+  c = make_gemm_config("", wisdom(set, tile(t0, 99), kKey, tile(own.d.tiles.front().blocking, 99)), "/w.json", kKey,
+                       kNoMatch);
+  EXPECT_EQ(c.kernels.s.blocking.MR, t0.MR);
+  EXPECT_EQ(c.kernels.s.blocking.KC, 99);
 }
 
 TEST(GemmConfig, OtherCpusEntriesAreIgnored) {
@@ -142,6 +236,14 @@ TEST(GemmConfig, BadInputIsRefusedNamingTheFix) {
                  "no entry for its own kernel portable");
   expect_refused("{\"format\": \"hddp-gemm-wisdom-1\", \"cpus\": {\"" + kKey + "\": {\"float\": {}}}}",
                  "\"float\" and \"double\"");
+  // A tile the set does not have, and a class entry breaking the rules.
+  expect_refused(wisdom("portable", "{\"MR\": 5, \"NR\": 16, \"MC\": 10, \"KC\": 77, \"NC\": 64}"),
+                 "5x16 is not a micro-tile of the portable set (it has 6x16)");
+  expect_refused(wisdom("portable", "{\"MC\": 12, \"KC\": 77, \"NC\": 64, \"narrow\": {\"MC\": 13, \"KC\": 7, \"NC\": 64}}"),
+                 ".narrow: MC = 13");
+  expect_refused(wisdom("portable", "{\"MC\": 12, \"KC\": 77, \"NC\": 64, \"thin\": {\"MR\": \"six\", \"MC\": 12, \"KC\": 7, \"NC\": 64}}"),
+                 ".thin: \"MR\" is not an integer");
+  expect_refused(wisdom("portable", "{\"MC\": 12, \"KC\": 77, \"NC\": 64, \"thin\": [1]}"), ".thin: expected an object");
   EXPECT_THROW(make_gemm_config("sse9", "", "", kKey, kNoMatch), std::invalid_argument);
   if (!cpu_has_avx512()) {
     expect_refused(wisdom("avx512", "{\"MC\": 24, \"KC\": 77, \"NC\": 64}"), "cannot run here");

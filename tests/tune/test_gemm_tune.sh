@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gemm_tune end to end (a --quick search: the mechanics, not the speed): it writes a wisdom
-# entry for this CPU that the library then runs with, keeps other CPUs' entries, writes
+# entry for this CPU (every shape class's tile) that the library then runs with, reads files
+# written before the shape classes, keeps other CPUs' entries, writes
 # nothing under --dry-run, and refuses bad input (unknown option, corrupt or foreign file, a
 # place it cannot write) with a message and a non-zero exit; the library refuses corrupt wisdom.
 # Usage: test_gemm_tune.sh <gemm_tune> <scratch dir inside the build tree>
@@ -43,13 +44,34 @@ for prec in ("float", "double"):
     k = e[prec]["kernel"]
     assert k in ("avx512", "avx2", "portable"), k
     b = e[prec]["blocking"][k]
-    assert all(b[x] > 0 for x in ("MC", "KC", "NC")), b
+    assert all(b[x] > 0 for x in ("MR", "NR", "MC", "KC", "NC")), b
+    for cls in ("narrow", "thin"):  # the shape classes' tiles
+        assert all(b[cls][x] > 0 for x in ("MR", "NR", "MC", "KC", "NC")), b
+        assert b[cls]["MC"] % b[cls]["MR"] == 0, b
 assert e["threads"] == 1 and e["search"] == "quick"
 assert "Other family 1 model 1: Other CPU" in w["cpus"]
 PY
 HDDP_GEMM_WISDOM="$WORK/w.json" "$TUNE" --show >"$WORK/show" 2>&1
 grep -q "^choice: float .*from wisdom $WORK/w.json" "$WORK/show" && pass "the library runs the wisdom's choice" \
   || fail "not from wisdom: $(cat "$WORK/show")"
+python3 - "$WORK/w.json" "$key" "$WORK/show" <<'PY' && pass "--show names the wisdom's narrow and thin tiles" || fail "classes: $(cat "$WORK/show")"
+import json, re, sys
+e = json.load(open(sys.argv[1]))["cpus"][sys.argv[2]]["float"]
+b = e["blocking"][e["kernel"]]
+line = next(l for l in open(sys.argv[3]) if l.startswith("classes: float "))
+for cls in ("narrow", "thin"):
+    t = b[cls]
+    want = f"{cls} {t['MR']}x{t['NR']} MC {t['MC']} KC {t['KC']} NC {t['NC']}"
+    assert want in line, (want, line)
+PY
+# A file written before the shape classes (no "narrow"/"thin", no MR/NR) still reads.
+cat >"$WORK/old.json" <<J
+{"format": "hddp-gemm-wisdom-1", "cpus": {"$key": {"float": {"kernel": "portable", "blocking": {"portable": {"MC": 12, "KC": 64, "NC": 64}}}, "double": {"kernel": "portable", "blocking": {"portable": {"MC": 12, "KC": 64, "NC": 64}}}}}}
+J
+HDDP_GEMM_WISDOM="$WORK/old.json" "$TUNE" --show >"$WORK/oldshow" 2>&1
+grep -q "^choice: float portable 6x16 MC 12 KC 64 NC 64; .*from wisdom $WORK/old.json" "$WORK/oldshow" \
+  && grep -q "^classes: float narrow 6x16 MC 144 KC 256 NC 4080" "$WORK/oldshow" \
+  && pass "a wisdom file without the classes: its blocking, the built-in class tiles" || fail "old wisdom: $(cat "$WORK/oldshow")"
 HDDP_GEMM_WISDOM="$WORK/w.json" HDDP_GEMM_KERNEL=portable "$TUNE" --show >"$WORK/show2" 2>&1
 grep -q "^choice: float portable .*from HDDP_GEMM_KERNEL=portable, wisdom" "$WORK/show2" \
   && pass "HDDP_GEMM_KERNEL overrides the wisdom's set" || fail "forced: $(cat "$WORK/show2")"
