@@ -19,6 +19,8 @@ struct ParamView {
   std::string name;    // e.g. "0.weight", as in a PyTorch nn.Sequential state_dict
   int64_t offset = 0;  // first element in params() / grads()
   int64_t rows = 0, cols = 0;
+  std::vector<int64_t> shape;  // the tensor's shape as PyTorch holds it (a convolution's weight
+                               // (out, in, k, k)); empty: rows x cols
   int64_t size() const { return rows * cols; }
 };
 
@@ -29,9 +31,10 @@ template <class T>
 class ParamArena {
  public:
   // Appends a zero-initialised parameter (and its zero gradient) at the end and returns its
-  // index. Names must be unique and non-empty, rows and cols positive (throws otherwise).
+  // index. Names must be unique and non-empty, rows and cols positive, `shape` (PyTorch's, for
+  // safetensors; empty: rows x cols) of rows x cols values (throws otherwise).
   // Invalidates pointers obtained earlier from params()/grads().
-  size_t add(std::string name, int64_t rows, int64_t cols);
+  size_t add(std::string name, int64_t rows, int64_t cols, std::vector<int64_t> shape = {});
 
   size_t num_tensors() const { return views_.size(); }
   int64_t size() const { return int64_t(params_.size()); }  // total number of values

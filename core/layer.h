@@ -40,11 +40,13 @@ using Shape = std::vector<int64_t>;
 int64_t numel(const Shape& s);
 std::string to_string(const Shape& s);  // "(1, 28, 28)"
 
-// One parameter tensor of a layer: row-major rows x cols ("weight", out x in; "bias", out x 1).
-// A convolution's weight (out, in, kh, kw) is out x (in * kh * kw).
+// One parameter tensor of a layer: row-major rows x cols ("weight", out x in; "bias", out x 1),
+// and its shape as PyTorch holds it, which safetensors files carry (a convolution's weight
+// (out, in, kh, kw) is out x (in * kh * kw) here; a bias {out}); empty: rows x cols.
 struct ParamSpec {
   std::string name;
   int64_t rows = 0, cols = 0;
+  std::vector<int64_t> shape = {};
 };
 
 // What one forward call sees. x: batch x numel(input shape); y: batch x numel(output shape)
@@ -60,7 +62,7 @@ struct Forward {
   T* saved = nullptr;
   T* scratch = nullptr;
   bool training = true;  // false in evaluation (Dropout passes its input through)
-  uint64_t seed = 0;     // this step's seed for random layers (Sequential::set_seed)
+  uint64_t seed = 0;     // this layer's seed for random layers: from Sequential::set_seed and its index
 };
 
 // What one backward call sees. dy: dLoss/dy; dx: dLoss/dx to write (overwrite), or nullptr when

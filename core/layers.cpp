@@ -138,7 +138,7 @@ Shape Linear<T>::setup(const Shape& in) {
 template <class T>
 std::vector<ParamSpec> Linear<T>::parameters() const {
   std::vector<ParamSpec> p{{"weight", out_, in_}};
-  if (bias_) p.push_back({"bias", out_, 1});
+  if (bias_) p.push_back({"bias", out_, 1, {out_}});
   return p;
 }
 

@@ -80,7 +80,7 @@ void Sequential<T>::build(Shape input, std::vector<LayerSpec> specs, int64_t max
     s.in_place = s.layer->in_place() && s.in_size == s.out_size && (i == 0 || !slots_.back().in_place);
     s.p_begin = arena_.size();
     for (const ParamSpec& p : s.layer->parameters())
-      s.param_off.push_back(arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols)).offset);
+      s.param_off.push_back(arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols, p.shape)).offset);
     s.p_end = arena_.size();
     slots_.push_back(std::move(s));
   }
@@ -165,10 +165,11 @@ const T* Sequential<T>::forward(const T* X, int64_t batch) {
   T* w = work_.data();
   std::memcpy(w, X, sizeof(T) * size_t(batch * in_features()));
   Forward<T> f;
-  f.batch = batch, f.scratch = w + scratch_off_, f.training = training_, f.seed = seed_;
+  f.batch = batch, f.scratch = w + scratch_off_, f.training = training_;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     f.x = w + s.in_off, f.y = w + s.out_off, f.saved = w + s.saved_off;
+    f.seed = derive_seed(seed_, i, 0);  // each layer its own stream: two Dropouts draw different masks
     f.params = ptrs_.data() + ptr_at_[i];
     s.layer->forward(f);
   }

@@ -196,7 +196,13 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& path)
 }
 
 namespace {
-bool is_bias(const ParamView& v) { return v.cols == 1 && v.name.size() > 5 && v.name.ends_with(".bias"); }
+// The tensor's shape as PyTorch holds it: the view's own, else a ".bias" column as a vector
+// (arenas built by hand), else rows x cols.
+std::vector<int64_t> torch_shape(const ParamView& v) {
+  if (!v.shape.empty()) return v.shape;
+  if (v.cols == 1 && v.name.size() > 5 && v.name.ends_with(".bias")) return {v.rows};
+  return {v.rows, v.cols};
+}
 }  // namespace
 
 void save_weights(const std::string& path, const ParamArena<float>& params,
@@ -205,7 +211,7 @@ void save_weights(const std::string& path, const ParamArena<float>& params,
   st.metadata = metadata;
   for (size_t i = 0; i < params.num_tensors(); ++i) {
     const ParamView& v = params.view(i);
-    SafeTensor t{v.name, "F32", is_bias(v) ? std::vector<int64_t>{v.rows} : std::vector<int64_t>{v.rows, v.cols}, {}};
+    SafeTensor t{v.name, "F32", torch_shape(v), {}};
     t.data.assign(reinterpret_cast<const char*>(params.param(i)), size_t(v.size()) * sizeof(float));
     st.tensors.push_back(std::move(t));
   }
@@ -218,9 +224,8 @@ void load_weights(const SafeTensors& st, const std::string& path, ParamArena<flo
     const std::optional<size_t> i = params.find(t.name);
     HDDP_CHECK(i.has_value(), "'" << path << "' holds tensor '" << t.name << "', which the model does not have");
     const ParamView& v = params.view(*i);
-    const bool shape_ok = t.shape == std::vector<int64_t>{v.rows, v.cols} || (is_bias(v) && t.shape == std::vector<int64_t>{v.rows});
-    HDDP_CHECK(shape_ok, "'" << path << "': tensor '" << t.name << "' has shape " << shape_text(t.shape)
-                             << ", the model's is " << (is_bias(v) ? shape_text({v.rows}) : shape_text({v.rows, v.cols})));
+    HDDP_CHECK(t.shape == torch_shape(v), "'" << path << "': tensor '" << t.name << "' has shape " << shape_text(t.shape)
+                                               << ", the model's is " << shape_text(torch_shape(v)));
     HDDP_CHECK(t.dtype == "F32", "'" << path << "': tensor '" << t.name << "' is " << t.dtype
                                      << "; hddp loads F32 (in PyTorch: model.float() before saving)");
     of[*i] = &t;

@@ -160,7 +160,8 @@ TEST(SafetensorsFormat, FuzzThrowsOnlyErrors) {
   st.metadata = {{"hddp.layers", "x"}};
   for (size_t i = 0; i < m.arena().num_tensors(); ++i) {
     const ParamView& v = m.arena().view(i);
-    st.tensors.push_back({v.name, "F32", {v.rows, v.cols}, std::string(reinterpret_cast<const char*>(m.arena().param(i)), v.size() * 4)});
+    const std::vector<int64_t> shape = v.shape.empty() ? std::vector<int64_t>{v.rows, v.cols} : v.shape;  // PyTorch's
+    st.tensors.push_back({v.name, "F32", shape, std::string(reinterpret_cast<const char*>(m.arena().param(i)), v.size() * 4)});
   }
   const std::string good = encode_safetensors(st);
   std::mt19937_64 gen(42);

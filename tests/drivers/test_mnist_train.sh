@@ -134,6 +134,19 @@ if [ "$caught" -eq 1 ] && [ "$rc" -eq 75 ]; then
 else
   fail "SIGTERM: caught $caught, exit $rc (expected 75): $(tail -3 "$WORK/sig/log")"
 fi
+# The CNN with the optimizer kit, 1 epoch on 2 ranks, its weights read back by PyTorch: the same
+# accuracy on the test images (within one image: float rounding may tip a near tie).
+d=$WORK/cnn; mkdir -p "$d"
+if "${MPI[@]}" -n 2 "$BIN" --data "$DATA" --model cnn --optimizer adamw --lr-schedule cosine --warmup 10 \
+     --clip-grad-norm 5 --dropout 0.25 --epochs 1 --no-plot --out "$d" --export "$d/w.safetensors" >"$d/log" 2>&1; then
+  acc=$(awk -F, 'NR == 2 { print $4 }' "$d/metrics.csv")
+  awk -v a="$acc" 'BEGIN { exit !(a > 0.6) }' || fail "the CNN learned little in an epoch: accuracy $acc"
+  /usr/bin/python3 "$(dirname "$0")/torch_safetensors.py" check-mnist "$d/w.safetensors" "$DATA" 1000 "$acc" >"$d/torch.log" 2>&1 &&
+    pass "the CNN (AdamW, cosine after warmup, clipping, dropout): PyTorch reproduces its test accuracy ($acc)" ||
+    fail "the CNN's export in PyTorch: $(cat "$d/torch.log")"
+else
+  fail "the CNN run: $(tail -3 "$d/log")"
+fi
 head -c 3000 "$WORK/run.ckpt" >"$WORK/cut.ckpt"
 
 # expect_usage NAME RANKS WANT ARGS...: exit 2, WANT in the output, nothing trained.
@@ -170,6 +183,11 @@ good = {"train-images-idx3-ubyte": idx([20, 4, 4], [i % 256 for i in range(320)]
         "t10k-images-idx3-ubyte": idx([10, 4, 4], [i % 256 for i in range(160)]),
         "t10k-labels-idx1-ubyte": idx([10], [i % 10 for i in range(10)])}
 put("good", good)
+# 2 x 2 images: too small for the CNN's second pool (exit 2, naming that layer).
+put("small", {"train-images-idx3-ubyte": idx([20, 2, 2], [i % 256 for i in range(80)]),
+              "train-labels-idx1-ubyte": good["train-labels-idx1-ubyte"],
+              "t10k-images-idx3-ubyte": idx([10, 2, 2], [i % 256 for i in range(40)]),
+              "t10k-labels-idx1-ubyte": good["t10k-labels-idx1-ubyte"]})
 put("magic", {**good, "train-images-idx3-ubyte": b"\x1f\x8b" + good["train-images-idx3-ubyte"][2:]})
 put("count", {**good, "train-labels-idx1-ubyte": idx([19], [1] * 19)})
 put("trunc", {**good, "t10k-images-idx3-ubyte": good["t10k-images-idx3-ubyte"][:-7]})
@@ -185,6 +203,9 @@ o=$WORK/tiny; mkdir -p "$o"
   pass "generated IDX files train" || fail "generated IDX files: $(tail -3 "$o/log")"
 
 expect_usage missing-data 2 "apt-get install dataset-fashion-mnist" --data "$WORK/nowhere"
+expect_usage cnn-small-images 2 "layer 5 (MaxPool2d(kernel_size=2, stride=2))" --model cnn --data "$WORK/small"
+expect_usage cnn-lr-schedule 1 "--lr-schedule" --lr-schedule "cosine:x"
+expect_usage cnn-warmup 1 "needs more total steps than warmup steps" --data "$WORK/good" --lr-schedule cosine --warmup 100000
 expect_usage bad-magic 1 "bad magic" --data "$WORK/magic"
 expect_usage label-count 1 "19 labels for the 20 images" --data "$WORK/count"
 expect_usage truncated 1 "truncated" --data "$WORK/trunc"

@@ -10,6 +10,9 @@ package), and the checks:
   check-step W0 batch.csv W1 LR           one PyTorch Adam step from W0 on hddp's batch equals
                                           hddp's (W1) within 1e-6
   make-bad GOOD DIR                       damaged and mismatched files for the error tests
+  check-mnist W.safetensors DATA N ACC    mnist_train's exported model (MLP or CNN) in PyTorch,
+                                          on the first N test images of DATA (IDX files):
+                                          its accuracy equals ACC (hddp's) within 1 image
 Several in one run: CMD ARGS -- CMD ARGS ... (exit 1 if any check failed).
 """
 import json
@@ -60,10 +63,15 @@ def model_from(layers):
     for part in layers.split(" -> "):
         if m := re.fullmatch(r"Linear\((\d+), (\d+)(, bias=False)?\)", part):
             mods.append(torch.nn.Linear(int(m[1]), int(m[2]), bias=m[3] is None))
-        elif part == "Tanh()":
-            mods.append(torch.nn.Tanh())
-        elif part == "ReLU()":
-            mods.append(torch.nn.ReLU())
+        elif m := re.fullmatch(r"Conv2d\((\d+), (\d+), kernel_size=(\d+), stride=(\d+)(?:, padding=(\d+))?(, bias=False)?\)", part):
+            mods.append(torch.nn.Conv2d(int(m[1]), int(m[2]), int(m[3]), stride=int(m[4]), padding=int(m[5] or 0),
+                                        bias=m[6] is None))
+        elif m := re.fullmatch(r"MaxPool2d\(kernel_size=(\d+), stride=(\d+)\)", part):
+            mods.append(torch.nn.MaxPool2d(int(m[1]), stride=int(m[2])))
+        elif m := re.fullmatch(r"Dropout\(p=([0-9.e-]+)\)", part):
+            mods.append(torch.nn.Dropout(float(m[1])))
+        elif part in ("Tanh()", "ReLU()", "Flatten()"):
+            mods.append({"Tanh()": torch.nn.Tanh, "ReLU()": torch.nn.ReLU, "Flatten()": torch.nn.Flatten}[part]())
         else:
             raise SystemExit(f"unknown layer {part!r}")
     return torch.nn.Sequential(*mods)
@@ -113,6 +121,30 @@ def check_step(w0, batch_csv, w1, lr):
     assert worst <= 1e-6, f"one hddp Adam step differs from PyTorch's by {worst:.3g}"
 
 
+def read_idx(path):
+    import gzip
+    raw = (gzip.open if path.endswith(".gz") else open)(path, "rb").read()
+    nd = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
+    return torch.frombuffer(bytearray(raw[4 + 4 * nd:]), dtype=torch.uint8).reshape(dims)
+
+
+def check_mnist(weights, data, n, acc):
+    w, meta = load(weights)
+    model = model_from(meta["hddp.layers"])
+    model.load_state_dict(w)
+    model.eval()
+    n = int(n)
+    x = read_idx(os.path.join(data, "t10k-images-idx3-ubyte"))[:n].float() / 255.0
+    y = read_idx(os.path.join(data, "t10k-labels-idx1-ubyte"))[:n].long()
+    if isinstance(model[0], torch.nn.Conv2d):
+        x = x.reshape(n, 1, 28, 28)  # NCHW, as hddp's input
+    with torch.no_grad():
+        correct = int((model(x).argmax(1) == y).sum())
+    print(f"check-mnist: {meta['hddp.layers']}: {correct} of {n} correct in PyTorch, hddp's accuracy {float(acc):.4f}")
+    assert abs(correct - float(acc) * n) <= 1, f"PyTorch's accuracy {correct / n:.4f} differs from hddp's {float(acc):.4f}"
+
+
 def make_bad(good, out):
     raw = open(good, "rb").read()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -142,7 +174,8 @@ def make_bad(good, out):
 
 if __name__ == "__main__":
     # Several commands in one process (importing torch costs seconds): CMD ARGS [-- CMD ARGS]...
-    commands = {"check-export": check_export, "write-init": write_init, "check-step": check_step, "make-bad": make_bad}
+    commands = {"check-export": check_export, "write-init": write_init, "check-step": check_step, "make-bad": make_bad,
+                "check-mnist": check_mnist}
     words, failed = sys.argv[1:], False
     while words:
         n = words.index("--") if "--" in words else len(words)
