@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The scaling study's raw outputs (bench/scaling/run.sh: OUT/raw/) as one CSV on stdout.
+
+  collect.py RAW_DIR CPU_MODEL CPU_FM > scaling.csv
+  collect.py --subset SRC_DIR DST_DIR N_TRAIN N_TEST     (the study's Fashion-MNIST subset)
+
+One row per workload and layout: the median over the repetitions of the program's own
+measure (GFLOP/s from bench_gemm, seconds from bench_elementwise, bench_layers and the drivers'
+--stats-json step_s), the speed-up over 1 rank x 1 thread of the same workload, the parallel
+efficiency (speed-up / cores), the placement and the CPU.
+"""
+import glob
+import gzip
+import json
+import os
+import re
+import statistics
+import struct
+import sys
+
+# workload -> (file prefix, how to read one file, unit, higher is better)
+GEMM = {"sgemm_1024": "NN/1024x1024x1024", "sgemm_thin": "NT/256x4096x4096"}
+
+
+def bench_rows(path):
+    """Google Benchmark JSON: name -> median (real_time in s, or the GFLOPS counter)."""
+    out = {}
+    for b in json.load(open(path))["benchmarks"]:
+        if b.get("aggregate_name", "median") != "median":
+            continue
+        name = b.get("run_name", b["name"])
+        seconds = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        out[name] = (b["GFLOPS"], "gflops") if "GFLOPS" in b else (seconds, "s")
+    return out
+
+
+def summary_step(path):
+    """A driver's --stats-json: its summary's seconds per step."""
+    lines = [json.loads(l) for l in open(path) if l.strip()]
+    return [l for l in lines if l.get("type") == "summary"][-1]["step_s"]
+
+
+def collect(raw, cpu, fm):
+    values = {}  # (workload, ranks, threads) -> (value, unit)
+    for path in glob.glob(os.path.join(raw, "*-1x*.json")):
+        kind, t = re.match(r".*/(\w+)-1x(\d+)\.json$", path).groups()
+        for name, (v, unit) in bench_rows(path).items():
+            if kind == "gemm":
+                w = next(k for k, shape in GEMM.items() if shape in name)
+            elif kind == "elementwise":
+                op, isa = name.split("/")[:2]
+                w = f"{op}_16Mi"  # the widest set there is wins the row: it is the one hddp runs
+                if (w, 1, int(t)) in values and values[(w, 1, int(t))][0] < v:
+                    continue
+            else:
+                w = "mlp_step_bench"
+            values[(w, 1, int(t))] = (v, unit)
+    runs = {}
+    for path in glob.glob(os.path.join(raw, "*-*x*-*.jsonl")):
+        w, p, t = re.match(r".*/(\w+)-(\d+)x(\d+)-\d+\.jsonl$", path).groups()
+        runs.setdefault((f"{w}_step", int(p), int(t)), []).append(summary_step(path))
+    for key, v in runs.items():
+        values[key] = (statistics.median(v), "s")
+    print("workload,ranks,threads,cores,unit,value,speedup,efficiency,placement,cpu_model,cpu_family_model")
+    for (w, p, t), (v, unit) in sorted(values.items()):
+        base = values.get((w, 1, 1))
+        speedup = (v / base[0] if unit == "gflops" else base[0] / v) if base else float("nan")
+        placement = open(os.path.join(raw, f"placement-{p}x{t}.txt")).read().strip()
+        print(f'{w},{p},{t},{p * t},{unit},{v:.6g},{speedup:.4f},{speedup / (p * t):.4f},"{placement}","{cpu}","{fm}"')
+
+
+def subset(src, dst, n_train, n_test):
+    """The first N images and labels of each split, uncompressed IDX files."""
+    os.makedirs(dst, exist_ok=True)
+    for split, n in (("train", int(n_train)), ("t10k", int(n_test))):
+        for kind in ("images-idx3", "labels-idx1"):
+            raw = gzip.open(f"{src}/{split}-{kind}-ubyte.gz").read()
+            nd = raw[3]
+            dims = struct.unpack(f">{nd}I", raw[4:4 + 4 * nd])
+            per = 1
+            for d in dims[1:]:
+                per *= d
+            body = raw[4 + 4 * nd:][:n * per]
+            with open(f"{dst}/{split}-{kind}-ubyte", "wb") as f:
+                f.write(raw[:4] + struct.pack(">I", n) + raw[8:4 + 4 * nd] + body)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--subset":
+        subset(*sys.argv[2:6])
+    else:
+        collect(*sys.argv[1:4])
