@@ -2,7 +2,7 @@
 # cores used, one curve per workload (1 rank x T threads), and the drivers' steps at every layout.
 #   gnuplot -e "csv='scaling.csv'; out='scaling.pdf'; cpu='AMD EPYC (family 26, model 2)'" plots.gp
 set datafile separator ","
-set terminal pdfcairo size 11in,4in font "Sans,10"
+set terminal pdfcairo size 11in,4in font "Sans,10" noenhanced
 set output out
 set multiplot layout 1,3 title "hddp scaling on ".cpu
 set grid
