@@ -20,7 +20,6 @@ template <>
 struct Vec<float> {
   using R = __m256;
   static R zero() { return _mm256_setzero_ps(); }
-  static R load(const float* p) { return _mm256_load_ps(p); }
   static R loadu(const float* p) { return _mm256_loadu_ps(p); }
   static R bcast(const float* p) { return _mm256_broadcast_ss(p); }
   static R set1(float x) { return _mm256_set1_ps(x); }
@@ -32,7 +31,6 @@ template <>
 struct Vec<double> {
   using R = __m256d;
   static R zero() { return _mm256_setzero_pd(); }
-  static R load(const double* p) { return _mm256_load_pd(p); }
   static R loadu(const double* p) { return _mm256_loadu_pd(p); }
   static R bcast(const double* p) { return _mm256_broadcast_sd(p); }
   static R set1(double x) { return _mm256_set1_pd(x); }
@@ -41,18 +39,22 @@ struct Vec<double> {
   static void storeu(double* p, R x) { _mm256_storeu_pd(p, x); }
 };
 
-// The k loop: 6 rows x 2 registers. RSA1: A's rows adjacent (a packed micro-panel, or A^T read in
-// place), constant offsets; else A's rows read in place, rsa apart. B: a packed micro-panel
-// (rsb = NR, aligned) or B read in place (rsb = ldb).
-template <class T, bool RSA1>
+// How the micro-kernel reads A: a packed micro-panel (rsa 1, csa MR: constant offsets), A^T in
+// place (rsa 1, csa = lda) or A's rows in place (rsa = lda, csa 1); B: a packed micro-panel
+// (rsb = NR, constant) or B in place (rsb = ldb). Unaligned loads of B: in place it may be.
+enum class ARead { Packed, Columns, Rows };
+
+// The k loop: 6 rows x 2 registers.
+template <class T, ARead AR, bool B_PACKED>
 inline void ukernel_avx2_loop(typename Vec<T>::R (&acc)[6][2], int64_t k, const T* a, int64_t rsa, int64_t csa,
                               const T* b, int64_t rsb) {
   using V = Vec<T>;
   using R = typename V::R;
-  constexpr int64_t L = 32 / sizeof(T);
+  constexpr int64_t L = 32 / sizeof(T), MR = 6, NR = 2 * L;
   R c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1], c20 = acc[2][0], c21 = acc[2][1];
   R c30 = acc[3][0], c31 = acc[3][1], c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
-  const int64_t r = RSA1 ? 1 : rsa;
+  const int64_t r = AR == ARead::Rows ? rsa : 1, ca = AR == ARead::Packed ? MR : AR == ARead::Columns ? csa : 1;
+  const int64_t rb = B_PACKED ? NR : rsb;
 #pragma GCC unroll 4
   for (int64_t p = 0; p < k; ++p) {
     const R b0 = V::loadu(b), b1 = V::loadu(b + L);
@@ -68,22 +70,30 @@ inline void ukernel_avx2_loop(typename Vec<T>::R (&acc)[6][2], int64_t k, const 
     c40 = V::fma(ai, b0, c40), c41 = V::fma(ai, b1, c41);
     ai = V::bcast(a + 5 * r);
     c50 = V::fma(ai, b0, c50), c51 = V::fma(ai, b1, c51);
-    a += csa;
-    b += rsb;
+    a += ca;
+    b += rb;
   }
   acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11, acc[2][0] = c20, acc[2][1] = c21;
   acc[3][0] = c30, acc[3][1] = c31, acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
+}
+
+template <class T, bool B_PACKED>
+inline void ukernel_avx2_loop(typename Vec<T>::R (&acc)[6][2], int64_t k, const T* a, int64_t rsa, int64_t csa,
+                              const T* b, int64_t rsb) {
+  if (rsa != 1) ukernel_avx2_loop<T, ARead::Rows, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
+  else if (csa == 6) ukernel_avx2_loop<T, ARead::Packed, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
+  else ukernel_avx2_loop<T, ARead::Columns, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
 }
 
 template <class T>
 void ukernel_avx2(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta, T* c,
                   int64_t ldc) {
   using V = Vec<T>;
-  constexpr int64_t L = 32 / sizeof(T), MR = 6;  // kAvx2Float / kAvx2Double
+  constexpr int64_t L = 32 / sizeof(T), MR = 6, NR = 2 * L;  // kAvx2Float / kAvx2Double
   for (int64_t i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   typename V::R acc[MR][2];
   for (auto& row : acc) row[0] = row[1] = V::zero();
-  if (rsa == 1) ukernel_avx2_loop<T, true>(acc, k, a, rsa, csa, b, rsb);
+  if (rsb == NR) ukernel_avx2_loop<T, true>(acc, k, a, rsa, csa, b, rsb);
   else ukernel_avx2_loop<T, false>(acc, k, a, rsa, csa, b, rsb);
 
   const typename V::R va = V::set1(alpha);

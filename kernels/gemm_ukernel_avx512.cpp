@@ -30,7 +30,6 @@ template <>
 struct Vec<float> {
   using R = __m512;
   static R zero() { return _mm512_setzero_ps(); }
-  static R load(const float* p) { return _mm512_load_ps(p); }
   static R loadu(const float* p) { return _mm512_loadu_ps(p); }
   static R bcast(const float* p) { return _mm512_set1_ps(*p); }
   static R set1(float x) { return _mm512_set1_ps(x); }
@@ -42,7 +41,6 @@ template <>
 struct Vec<double> {
   using R = __m512d;
   static R zero() { return _mm512_setzero_pd(); }
-  static R load(const double* p) { return _mm512_load_pd(p); }
   static R loadu(const double* p) { return _mm512_loadu_pd(p); }
   static R bcast(const double* p) { return _mm512_set1_pd(*p); }
   static R set1(double x) { return _mm512_set1_pd(x); }
@@ -54,35 +52,49 @@ struct Vec<double> {
 constexpr int kPrefetchA = 16;  // k iterations: 16 x MR x 4 B = 768 B ahead for float (packed A)
 constexpr int kPrefetchB = 8;   // k iterations ahead for a B read in place (rows ldb apart)
 
+// How the micro-kernel reads A: a packed micro-panel (rsa 1, csa MR: constant offsets, as
+// before operands could be read in place), A^T in place (rsa 1, csa = lda) or A's rows in place
+// (rsa = lda, csa 1).
+enum class ARead { Packed, Columns, Rows };
+
 // MR rows x NV registers of L lanes; the loops over i and v are fully unrolled, so acc stays
-// in registers (checked with objdump: no stack traffic in the k loop). RSA1: A's rows are
-// adjacent (rsa == 1: a packed micro-panel, or A^T read in place), so the broadcasts take
-// constant offsets; else A's rows are read in place, rsa apart. B_PACKED: rsb == NR; else B is
-// read in place and its rows to come are prefetched (each row of the panel on its own lines).
-template <class T, int MR, int NV, bool RSA1, bool B_PACKED>
+// in registers (checked with objdump: no stack traffic in the k loop). B_PACKED: rsb == NR
+// (a packed micro-panel, or B in place with ldb == NR); else B is read in place and its rows to
+// come are prefetched (each row on lines of its own).
+template <class T, int MR, int NV, ARead AR, bool B_PACKED>
 inline void ukernel_loop(typename Vec<T>::R (&acc)[MR][NV], int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b,
                          int64_t rsb) {
   using V = Vec<T>;
   using R = typename V::R;
-  constexpr int L = 64 / sizeof(T);
+  constexpr int L = 64 / sizeof(T), NR = NV * L;
+  const int64_t ra = AR == ARead::Rows ? rsa : 1, ca = AR == ARead::Packed ? MR : AR == ARead::Columns ? csa : 1;
+  const int64_t rb = B_PACKED ? NR : rsb;
 #pragma GCC unroll 4
   for (int64_t p = 0; p < k; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * csa), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * ca), _MM_HINT_T0);
     if constexpr (!B_PACKED)
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * rsb + v * L), _MM_HINT_T0);
+      for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * rb + v * L), _MM_HINT_T0);
     R bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = V::loadu(b + v * L);
+    for (int v = 0; v < NV; ++v) bv[v] = V::loadu(b + v * L);  // B in place with ldb == NR: any alignment
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const R ai = V::bcast(a + i * (RSA1 ? 1 : rsa));
+      const R ai = V::bcast(a + i * ra);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(ai, bv[v], acc[i][v]);
     }
-    a += csa;
-    b += rsb;
+    a += ca;
+    b += rb;
   }
+}
+
+template <class T, int MR, int NV, bool B_PACKED>
+inline void ukernel_loop(typename Vec<T>::R (&acc)[MR][NV], int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b,
+                         int64_t rsb) {
+  if (rsa != 1) ukernel_loop<T, MR, NV, ARead::Rows, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
+  else if (csa == MR) ukernel_loop<T, MR, NV, ARead::Packed, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
+  else ukernel_loop<T, MR, NV, ARead::Columns, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
 }
 
 template <class T, int MR, int NV>
@@ -101,13 +113,8 @@ void ukernel_avx512(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b,
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
-  if (rsb == NR) {
-    if (rsa == 1) ukernel_loop<T, MR, NV, true, true>(acc, k, a, rsa, csa, b, rsb);
-    else ukernel_loop<T, MR, NV, false, true>(acc, k, a, rsa, csa, b, rsb);
-  } else {
-    if (rsa == 1) ukernel_loop<T, MR, NV, true, false>(acc, k, a, rsa, csa, b, rsb);
-    else ukernel_loop<T, MR, NV, false, false>(acc, k, a, rsa, csa, b, rsb);
-  }
+  if (rsb == NR) ukernel_loop<T, MR, NV, true>(acc, k, a, rsa, csa, b, rsb);
+  else ukernel_loop<T, MR, NV, false>(acc, k, a, rsa, csa, b, rsb);
 
   const R va = V::set1(alpha);
   if (beta == T(0)) {  // overwrite: C is never read, so NaN/Inf in C do not propagate
