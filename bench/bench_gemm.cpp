@@ -10,8 +10,8 @@
 // precision and thread count); and peak/<s|d>, that probe as a benchmark, so that its
 // repetitions interleave with the GEMMs' (gemm_table.py takes % peak from it). Threads come
 // from OMP_NUM_THREADS (hddp, OpenBLAS and BLIS).
-// The context names the CPU's kernels: hddp_config (and hddp_classes, the narrow and thin shape
-// classes' tiles), openblas_kernel, blis_kernel.
+// The context names the CPU's kernels: hddp_config (and hddp_classes, the other shape classes'
+// tiles), openblas_kernel, blis_kernel.
 // bench/gemm_table.sh runs it once per OpenBLAS kernel setting and makes the table.
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -170,8 +170,8 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("hddp_config", hddp::gemm_config_description());
   const hddp::detail::Kernels& k = hddp::detail::cpu_kernels();
   benchmark::AddCustomContext("hddp_classes",
-                              "float " + hddp::detail::describe_classes(k.s.narrow.blocking, k.s.thin.blocking) +
-                                  "; double " + hddp::detail::describe_classes(k.d.narrow.blocking, k.d.thin.blocking));
+                              "float " + hddp::detail::describe_classes(k.s.blockings()) + "; double " +
+                                  hddp::detail::describe_classes(k.d.blockings()));
   benchmark::AddCustomContext("omp_max_threads", std::to_string(threads));
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   benchmark::AddCustomContext("openblas_coretype_env", coretype ? coretype : "unset");

@@ -79,15 +79,16 @@ struct Problem {
 // packing B as multiplying. Read in place, its loads run between the FMAs and the prefetchers
 // hide them.
 //   A, where N <= kNarrowMax (each micro-panel serves at most kNarrowMax / NR micro-tiles, its
-//   kc x MR stay in L1 meanwhile), or where A is stored K x M with M <= kNarrowMax (A^T's rows,
-//   at most kNarrowMax long, read whole).
+//   kc x MR stay in L1 meanwhile), where K <= kNarrowMax (a micro-panel is at most 4 KiB: the
+//   second convolution's input gradient, 12544 x 288 x 64 NN, ran 6 % faster), or where A is
+//   stored K x M with M <= kNarrowMax (A^T's rows, at most kNarrowMax long, read whole).
 //   B, where its rows run along N (NN, TN) and M <= kNarrowMax, unless its rows are a multiple
 //   of 512 bytes apart: a KC x NR micro-panel of such rows falls in 8 or fewer of L1's 64 sets
 //   (TN 64 x 1024 x 8192 ran about 10 % slower in place, 64 x 288 x 12544 about 20 % faster).
 // Partial micro-panels (the edges of C) are still packed, zero-padded. A function of the shape
 // alone, so the same for any thread count.
-inline bool in_place_a(Trans ta, int64_t M, int64_t N) {
-  return N <= kNarrowMax || (ta == Trans::Yes && M <= kNarrowMax);
+inline bool in_place_a(Trans ta, int64_t M, int64_t N, int64_t K) {
+  return N <= kNarrowMax || K <= kNarrowMax || (ta == Trans::Yes && M <= kNarrowMax);
 }
 template <class T>
 bool in_place_b(Trans tb, int64_t M, int64_t ldb) {
@@ -217,7 +218,7 @@ void gemm_blocked_with(const Kernels& kernels, Trans ta, Trans tb, int64_t M, in
   const Tile<T>& tile = tile_for(ks, M, N, K);
   const int64_t MR = tile.blocking.MR, NR = tile.blocking.NR;
   const Problem<T> p{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, tile,
-                     kc_step_for(K, tile.blocking.KC), in_place_a(ta, M, N), in_place_b<T>(tb, M, ldb)};
+                     kc_step_for(K, tile.blocking.KC), in_place_a(ta, M, N, K), in_place_b<T>(tb, M, ldb)};
   const int64_t mu = (M + MR - 1) / MR, nu = (N + NR - 1) / NR;
   const Grid g = choose_grid(threads_for(M, N, K), mu, nu, MR, NR);
   if (g.tm * g.tn == 1) {

@@ -18,24 +18,35 @@ struct Blocking {
 };
 
 // Shape classes: each set runs one tile (micro-kernel and blocking) per class, by the product's
-// shape; the thresholds are a CNN's channel counts and batch (Cout 32/64, batch 64, K = Cin*k*k
-// = 288 or Cout = 64):
-//   Narrow:  N <= kNarrowMax - few columns of C: a convolution's forward Y = cols W^T (N = Cout),
-//            a Linear layer's forward (N = its outputs);
+// shape; the threshold is a CNN's channel counts and batch (Cout 32/64, batch 64, K = Cout = 64):
+//   LongK:   M and N <= kNarrowMax - a small C over a long K: a Linear layer's forward at batch
+//            64 (64 x 128 x 3136); smaller ones (M*N <= 512) take the direct path (gemm_small.h);
+//   Narrow:  else N <= kNarrowMax - few columns of C: a convolution's forward Y = cols W^T
+//            (N = Cout: 12544 x 64 x 288);
 //   Thin:    else M <= kNarrowMax or K <= kNarrowMax - few rows of C or a short K: the weight
-//            gradients (M = Cout), the input gradients (K = Cout, or the batch);
+//            gradients (M = Cout: 64 x 288 x 12544), the input gradients (K = Cout: 12544 x 288 x 64);
 //   General: the rest - squares, a training step's (256, 1024..4096, 1024..4096).
-enum class ShapeClass { General, Narrow, Thin };
+enum class ShapeClass { General, Narrow, Thin, LongK };
+inline constexpr ShapeClass kShapeClasses[] = {ShapeClass::General, ShapeClass::Narrow, ShapeClass::Thin,
+                                               ShapeClass::LongK};
 inline constexpr int64_t kNarrowMax = 128;
 constexpr ShapeClass shape_class(int64_t M, int64_t N, int64_t K) {
+  if (M <= kNarrowMax && N <= kNarrowMax) return ShapeClass::LongK;
   if (N <= kNarrowMax) return ShapeClass::Narrow;
   if (M <= kNarrowMax || K <= kNarrowMax) return ShapeClass::Thin;
   return ShapeClass::General;
 }
+// "general", "narrow", "thin", "long_k": the names in messages and wisdom files.
+constexpr const char* to_string(ShapeClass c) {
+  return c == ShapeClass::Narrow ? "narrow" : c == ShapeClass::Thin ? "thin" : c == ShapeClass::LongK ? "long_k" : "general";
+}
 
 // A set's tile per shape class (each one of the set's tiles: MR x NR as the set instantiates it).
 struct ClassBlocking {
-  Blocking general, narrow, thin;
+  Blocking general, narrow, thin, long_k;
+  constexpr const Blocking& operator[](ShapeClass c) const {
+    return c == ShapeClass::Narrow ? narrow : c == ShapeClass::Thin ? thin : c == ShapeClass::LongK ? long_k : general;
+  }
 };
 
 // AVX2+FMA (16 ymm registers): 6 rows x 2 registers = 12 accumulators, 2 for a row of the
@@ -44,27 +55,31 @@ struct ClassBlocking {
 // same for every class.
 inline constexpr Blocking kAvx2Float{6, 16, 144, 256, 4080};
 inline constexpr Blocking kAvx2Double{6, 8, 72, 256, 4080};
-inline constexpr ClassBlocking kAvx2FloatClasses{kAvx2Float, kAvx2Float, kAvx2Float};
-inline constexpr ClassBlocking kAvx2DoubleClasses{kAvx2Double, kAvx2Double, kAvx2Double};
+inline constexpr ClassBlocking kAvx2FloatClasses{kAvx2Float, kAvx2Float, kAvx2Float, kAvx2Float};
+inline constexpr ClassBlocking kAvx2DoubleClasses{kAvx2Double, kAvx2Double, kAvx2Double, kAvx2Double};
 
 // AVX-512F (32 zmm registers): MR rows x NR/16 (float) or NR/8 (double) registers of
 // accumulators, as many for a row of B, 1 for the broadcast. General: BLIS's skx kernels use the
 // same budget (24-28 accumulators); swept on a Zen5 EPYC (L1d 48 KiB, L2 1 MiB) over MR x NR in
 // {14x32, 12x32, 8x48, 6x64} and MC/KC: float 12x32 with KC*NR = 32 KiB, MC*KC = 192 KiB led at
 // 1024^3 and 2048^3 (bench/RESULTS.md, "GEMM blocking").
-// Narrow and thin, measured on the same Zen 5 against the other tiles (bench/RESULTS.md, "GEMM on
-// the convolution's shapes"): MR = 8 divides the CNN's 32/64/128 rows where 12 pads 64 to 72;
-// narrow 8x32 (N = 32, 64, 128 in whole registers; 16 accumulators still cover the FMA latency,
-// 4 cycles x 2 pipes), thin 8x48 (24 FMAs per 3 loads of B, which it mostly reads in place,
-// gemm_blocked.cpp; N = 288 = 6 x 48: 2 threads split it evenly, 9 x 32 would not). Double
-// likewise: 8x16 and 8x24 ahead of 14x16 on the same shapes.
+// The other classes, measured on the same Zen 5 against the other tiles, 1 thread (bench/RESULTS.md,
+// "GEMM on the convolution's shapes"): narrow keeps 12x32 (12544 x 64 x 288 NT: 3-13 % ahead of
+// 8x32); where M <= 128, MR = 8 divides the CNN's 32/64/128 rows that 12 pads (64 to 72): long_k
+// 8x32 (N = 128 in whole registers; 16 accumulators still cover the FMA latency, 4 cycles x 2
+// pipes: 64 x 128 x 3136 NT 13 % ahead of 12x32), thin 8x48 (24 FMAs per 3 loads of B, which
+// it mostly reads in place, gemm_blocked.cpp: 64 x 288 x 12544 TN 15 % ahead of 8x32; N = 288 =
+// 6 x 48 splits evenly over 2 threads, 9 x 32 would not). Double likewise: 8x24 and 8x16.
 inline constexpr Blocking kAvx512Float{12, 32, 192, 256, 4096};
 inline constexpr Blocking kAvx512Double{14, 16, 84, 384, 4096};
-inline constexpr ClassBlocking kAvx512FloatClasses{kAvx512Float, {8, 32, 192, 256, 4096}, {8, 48, 192, 128, 4080}};
-inline constexpr ClassBlocking kAvx512DoubleClasses{kAvx512Double, {8, 16, 96, 384, 4096}, {8, 24, 96, 128, 4080}};
+inline constexpr ClassBlocking kAvx512FloatClasses{kAvx512Float, kAvx512Float, {8, 48, 192, 128, 4080},
+                                                   {8, 32, 192, 256, 4096}};
+inline constexpr ClassBlocking kAvx512DoubleClasses{kAvx512Double, kAvx512Double, {8, 24, 96, 128, 4080},
+                                                    {8, 16, 96, 384, 4096}};
 // Every tile the AVX-512 set instantiates (gemm_tune and wisdom may give any class any of them).
-inline constexpr Blocking kAvx512FloatTiles[] = {kAvx512Float, kAvx512FloatClasses.narrow, kAvx512FloatClasses.thin};
-inline constexpr Blocking kAvx512DoubleTiles[] = {kAvx512Double, kAvx512DoubleClasses.narrow, kAvx512DoubleClasses.thin};
+inline constexpr Blocking kAvx512FloatTiles[] = {kAvx512Float, kAvx512FloatClasses.thin, kAvx512FloatClasses.long_k};
+inline constexpr Blocking kAvx512DoubleTiles[] = {kAvx512Double, kAvx512DoubleClasses.thin,
+                                                  kAvx512DoubleClasses.long_k};
 
 // Portable C++: the AVX2 shapes (the compiler vectorises it for whatever the baseline has).
 inline constexpr Blocking kPortableFloat = kAvx2Float;
@@ -110,12 +125,12 @@ struct CpuChoice {
 
 // Sapphire and Emerald Rapids (L1d 48 KiB, L2 2 MiB): gemm_tune on an Emerald Rapids (model 207,
 // 1 thread) chose a deeper KC and a larger MC for the general class; the GEMM table then measured
-// +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/RESULTS.md, "GEMM"). Their narrow and
-// thin classes: the AVX-512 set's own rows (not measured on these CPUs).
+// +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/RESULTS.md, "GEMM"). Their other
+// classes: the AVX-512 set's own rows (not measured on these CPUs).
 inline constexpr ClassBlocking kIntelAvx512Float{{12, 32, 288, 512, 2048}, kAvx512FloatClasses.narrow,
-                                                  kAvx512FloatClasses.thin};
+                                                  kAvx512FloatClasses.thin, kAvx512FloatClasses.long_k};
 inline constexpr ClassBlocking kIntelAvx512Double{{14, 16, 224, 512, 8192}, kAvx512DoubleClasses.narrow,
-                                                   kAvx512DoubleClasses.thin};
+                                                   kAvx512DoubleClasses.thin, kAvx512DoubleClasses.long_k};
 
 inline constexpr CpuChoice kCpuChoices[] = {
     // Zen 4 runs 512-bit operations at the 256-bit rate: the AVX2 kernel led at the training

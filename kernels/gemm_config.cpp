@@ -91,9 +91,12 @@ KernelSet<T> from_wisdom(const json& entry, const std::string& forced, const std
     if (b.contains(name)) {
       const std::string at = where + ".blocking." + name;
       static_cast<Tile<T>&>(ks) = tile_from<T>(b[name], ks, ks, name, at);
-      // The narrow and thin classes (files written before they existed: the set's own rows).
-      for (auto [key, c] : {std::pair{"narrow", ShapeClass::Narrow}, std::pair{"thin", ShapeClass::Thin}})
-        if (b[name].contains(key)) ks.tile(c) = tile_from<T>(b[name][key], ks, ks.tile(c), name, at + "." + key);
+      // The other shape classes (files written before they existed: the set's own rows).
+      for (ShapeClass c : kShapeClasses) {
+        const char* key = to_string(c);
+        if (c != ShapeClass::General && b[name].contains(key))
+          ks.tile(c) = tile_from<T>(b[name][key], ks, ks.tile(c), name, at + "." + key);
+      }
     } else {
       HDDP_CHECK_ARG(!forced.empty(), where << ".blocking: no entry for its own kernel " << name);
     }
@@ -103,14 +106,17 @@ KernelSet<T> from_wisdom(const json& entry, const std::string& forced, const std
 
 }  // namespace
 
-std::string describe_classes(const Blocking& narrow, const Blocking& thin) {
-  char s[200];
-  std::snprintf(s, sizeof s, "narrow %lldx%lld MC %lld KC %lld NC %lld, thin %lldx%lld MC %lld KC %lld NC %lld",
-                static_cast<long long>(narrow.MR), static_cast<long long>(narrow.NR), static_cast<long long>(narrow.MC),
-                static_cast<long long>(narrow.KC), static_cast<long long>(narrow.NC), static_cast<long long>(thin.MR),
-                static_cast<long long>(thin.NR), static_cast<long long>(thin.MC), static_cast<long long>(thin.KC),
-                static_cast<long long>(thin.NC));
-  return s;
+std::string describe_classes(const ClassBlocking& b) {
+  std::string out;
+  for (ShapeClass c : kShapeClasses) {
+    if (c == ShapeClass::General) continue;
+    char s[128];
+    std::snprintf(s, sizeof s, "%s%s %lldx%lld MC %lld KC %lld NC %lld", out.empty() ? "" : ", ", to_string(c),
+                  static_cast<long long>(b[c].MR), static_cast<long long>(b[c].NR), static_cast<long long>(b[c].MC),
+                  static_cast<long long>(b[c].KC), static_cast<long long>(b[c].NC));
+    out += s;
+  }
+  return out;
 }
 
 std::string describe(const char* set_name, const Blocking& b) {

@@ -18,15 +18,16 @@
 //   {"format": "hddp-gemm-wisdom-1",
 //    "cpus": {"GenuineIntel family 6 model 207: Intel(R) Xeon(R) Processor": {
 //       "float":  {"kernel": "avx512", "blocking": {"avx512": {"MC": 192, "KC": 256, "NC": 4096,
-//                                                              "narrow": {"MR": 8, "NR": 32, "MC": 192,
+//                                                              "narrow": {"MR": 12, "NR": 32, "MC": 192,
 //                                                                         "KC": 256, "NC": 4096},
-//                                                              "thin": {"MR": 8, "NR": 48, ...}},
+//                                                              "thin": {"MR": 8, "NR": 48, ...},
+//                                                              "long_k": {"MR": 8, "NR": 32, ...}},
 //                                                   "avx2":   {"MC": 144, "KC": 256, "NC": 4080}}},
 //       "double": {"kernel": "avx512", "blocking": {"avx512": {"MC": 84, "KC": 384, "NC": 4096}}},
 //       "tuned": "...", "threads": 1, "score": {...}}}}   (the last three: information only)
 // A set's entry may name its micro-tile ("MR", "NR": one of the set's tiles, gemm_blocking.h;
-// left out: the set's own) and holds the narrow and thin shape classes' tiles under "narrow" and
-// "thin" (left out, as in files written before the classes existed: the set's own rows).
+// left out: the set's own) and holds the other shape classes' tiles under "narrow", "thin" and
+// "long_k" (left out, as in files written before the classes existed: the set's own rows).
 #include <string>
 
 #include <hddp/kernels/cpu_isa.h>
@@ -56,8 +57,8 @@ GemmConfig make_gemm_config(const std::string& forced, const std::string& wisdom
 
 // "avx512 12x32 MC 192 KC 256 NC 4096" for one precision.
 std::string describe(const char* set_name, const Blocking& b);
-// "narrow 8x32 MC 192 KC 256 NC 4096, thin 8x48 MC 192 KC 128 NC 4080": the tiles of the
-// narrow and thin shape classes (gemm_blocking.h; describe() gives the general one).
-std::string describe_classes(const Blocking& narrow, const Blocking& thin);
+// "narrow 12x32 MC 192 KC 256 NC 4096, thin 8x48 ..., long_k 8x32 ...": the tiles of the shape
+// classes other than the general one (gemm_blocking.h; describe() gives that one).
+std::string describe_classes(const ClassBlocking& b);
 
 }  // namespace hddp::detail

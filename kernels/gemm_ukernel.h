@@ -51,17 +51,20 @@ struct Tile {
   PackRows<T> pack_b_rows = nullptr;
 };
 
-// A set for one precision. The tile it inherits runs the general shape class, `narrow` and `thin`
-// the others (gemm_blocking.h, shape_class); `tiles` lists every micro-tile the set has, each
-// with its own row of gemm_blocking.h, for gemm_config and gemm_tune to choose from.
+// A set for one precision. The tile it inherits runs the general shape class, `narrow`, `thin`
+// and `long_k` the others (gemm_blocking.h, shape_class); `tiles` lists every micro-tile the set
+// has, each with its own row of gemm_blocking.h, for gemm_config and gemm_tune to choose from.
 template <class T>
 struct KernelSet : Tile<T> {
   SmallGemm<T> small = nullptr;
-  Tile<T> narrow, thin;
+  Tile<T> narrow, thin, long_k;
   std::span<const Tile<T>> tiles;
 
-  Tile<T>& tile(ShapeClass c) { return c == ShapeClass::Narrow ? narrow : c == ShapeClass::Thin ? thin : *this; }
+  Tile<T>& tile(ShapeClass c) {
+    return c == ShapeClass::Narrow ? narrow : c == ShapeClass::Thin ? thin : c == ShapeClass::LongK ? long_k : *this;
+  }
   const Tile<T>& tile(ShapeClass c) const { return const_cast<KernelSet*>(this)->tile(c); }
+  ClassBlocking blockings() const { return {this->blocking, narrow.blocking, thin.blocking, long_k.blocking}; }
 };
 
 struct Kernels {
@@ -81,11 +84,13 @@ const Tile<T>* find_tile(std::span<const Tile<T>> tiles, int64_t MR, int64_t NR)
 // A set from its tiles: each class's by its MR x NR (which must be one of them), with its blocking.
 template <class T>
 KernelSet<T> make_kernel_set(std::span<const Tile<T>> tiles, const ClassBlocking& b, SmallGemm<T> small) {
-  KernelSet<T> ks{*find_tile(tiles, b.general.MR, b.general.NR), small, *find_tile(tiles, b.narrow.MR, b.narrow.NR),
-                  *find_tile(tiles, b.thin.MR, b.thin.NR), tiles};
-  ks.blocking = b.general;
-  ks.narrow.blocking = b.narrow;
-  ks.thin.blocking = b.thin;
+  KernelSet<T> ks;
+  ks.small = small;
+  ks.tiles = tiles;
+  for (ShapeClass c : kShapeClasses) {
+    ks.tile(c) = *find_tile(tiles, b[c].MR, b[c].NR);
+    ks.tile(c).blocking = b[c];
+  }
   return ks;
 }
 

@@ -4,8 +4,8 @@
 // search and FFTW's wisdom are the models.
 //
 // The search, per precision, per set this CPU runs and per shape class (kernels/gemm_blocking.h:
-// general, scored on a square and a training step's products; narrow and thin, on a CNN's
-// convolution and Linear products): coordinate descent from the set's built-in tile, first over
+// general, scored on a square and a training step's products; narrow, thin and long_k, on a
+// CNN's convolution and Linear products): coordinate descent from the set's built-in tile, first over
 // the set's other micro-tiles, then KC, MC, NC, then KC again. A candidate replaces the
 // incumbent only if it is faster by more than --margin on the geometric mean over the scoring
 // shapes, measured side by side (alternating calls, medians), so that a VM changing speed
@@ -40,6 +40,7 @@ using hddp::Trans;
 using hddp::median;
 using hddp::detail::Blocking;
 using hddp::detail::Kernels;
+using hddp::detail::kShapeClasses;
 using hddp::detail::ShapeClass;
 using hddp::detail::Tile;
 using nlohmann::json;
@@ -68,24 +69,25 @@ std::vector<Shape> scoring_shapes(bool is_double, bool quick) {
   return s;
 }
 
-// Scoring shapes of the narrow and thin classes: a Fashion-MNIST CNN's products (bench_gemm's
-// conv* and fc1_* rows; batch 64): narrow, the forward passes of its second convolution
-// (12544 x 64 x 288, NT) and of Linear(3136, 128) (NT); thin, the second convolution's weight
-// gradient (TN) and input gradient (NN), Linear(3136, 128)'s (NN, TN).
+// Scoring shapes of the other classes: a Fashion-MNIST CNN's products (bench_gemm's conv* and
+// fc1_* rows; batch 64, im2col): narrow, the forward passes of its convolutions (12544 x 64 x 288
+// and 50176 x 32 x 9, NT); thin, the second convolution's weight gradient (TN) and input gradient
+// (NN), Linear(3136, 128)'s (NN, TN); long_k, Linear(3136, 128)'s forward (NT).
 std::vector<Shape> class_shapes(ShapeClass c, bool is_double, bool quick) {
-  if (c == ShapeClass::General) return scoring_shapes(is_double, quick);
-  if (c == ShapeClass::Narrow) {
-    if (quick) return {{Trans::No, Trans::Yes, 512, 64, 96}};
-    return {{Trans::No, Trans::Yes, 12544, 64, 288}, {Trans::No, Trans::Yes, 64, 128, 3136}};
+  switch (c) {
+    case ShapeClass::General: return scoring_shapes(is_double, quick);
+    case ShapeClass::Narrow:
+      if (quick) return {{Trans::No, Trans::Yes, 512, 64, 96}};
+      return {{Trans::No, Trans::Yes, 12544, 64, 288}, {Trans::No, Trans::Yes, 50176, 32, 9}};
+    case ShapeClass::Thin:
+      if (quick) return {{Trans::Yes, Trans::No, 64, 192, 512}};
+      return {{Trans::Yes, Trans::No, 64, 288, 12544}, {Trans::No, Trans::No, 12544, 288, 64},
+              {Trans::No, Trans::No, 64, 3136, 128}, {Trans::Yes, Trans::No, 128, 3136, 64}};
+    case ShapeClass::LongK:
+      if (quick) return {{Trans::No, Trans::Yes, 64, 96, 512}};
+      return {{Trans::No, Trans::Yes, 64, 128, 3136}};
   }
-  if (quick) return {{Trans::Yes, Trans::No, 64, 192, 512}};
-  return {{Trans::Yes, Trans::No, 64, 288, 12544}, {Trans::No, Trans::No, 12544, 288, 64},
-          {Trans::No, Trans::No, 64, 3136, 128}, {Trans::Yes, Trans::No, 128, 3136, 64}};
-}
-
-constexpr ShapeClass kClasses[] = {ShapeClass::General, ShapeClass::Narrow, ShapeClass::Thin};
-const char* class_name(ShapeClass c) {
-  return c == ShapeClass::Narrow ? "narrow" : c == ShapeClass::Thin ? "thin" : "general";
+  return {};
 }
 
 template <class T>
@@ -159,7 +161,7 @@ const Tile<T>& tile_of(const Kernels& k, ShapeClass c) { return hddp::detail::ke
 
 // "avx512 narrow 8x32 MC 192 KC 256 NC 4096".
 std::string describe_tile(const char* set, const Blocking& b, ShapeClass c) {
-  return hddp::detail::describe((std::string(set) + " " + class_name(c)).c_str(), b);
+  return hddp::detail::describe((std::string(set) + " " + hddp::detail::to_string(c)).c_str(), b);
 }
 
 // Candidate values of one blocking parameter around the built-in ones.
@@ -224,10 +226,11 @@ template <class T>
 Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json& entry) {
   const bool is_double = sizeof(T) == 8;
   const char* prec = is_double ? "double" : "float";
-  std::vector<Shape> shapes[3];
-  std::vector<Operands<T>> ops[3];
-  for (int c = 0; c < 3; ++c) {
-    shapes[c] = class_shapes(kClasses[c], is_double, opt.quick);
+  constexpr int kN = int(std::size(kShapeClasses));
+  std::vector<Shape> shapes[kN];
+  std::vector<Operands<T>> ops[kN];
+  for (int c = 0; c < kN; ++c) {
+    shapes[c] = class_shapes(kShapeClasses[c], is_double, opt.quick);
     for (const Shape& s : shapes[c]) ops[c].emplace_back(s);
   }
   std::vector<Kernels> tuned;
@@ -235,8 +238,8 @@ Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json
   for (const Kernels* set : sets) {
     Kernels t = *set;
     json& sc = score[set->name];
-    for (int c = 0; c < 3; ++c) {
-      const ShapeClass cls = kClasses[c];
+    for (int c = 0; c < kN; ++c) {
+      const ShapeClass cls = kShapeClasses[c];
       std::printf("%s, %s set: built-in %s\n", prec, set->name,
                   describe_tile(set->name, tile_of<T>(*set, cls).blocking, cls).c_str());
       Kernels found = tune_set<T>(*set, cls, shapes[c], ops[c], opt);
@@ -249,21 +252,21 @@ Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json
         found = *set, vs_builtin = 1;
       }
       tile_of<T>(t, cls) = tile_of<T>(found, cls);
-      sc[c == 0 ? std::string("vs_builtin") : std::string(class_name(cls)) + "_vs_builtin"] =
+      sc[c == 0 ? std::string("vs_builtin") : std::string(hddp::detail::to_string(cls)) + "_vs_builtin"] =
           std::round(vs_builtin * 1000) / 1000;
       std::printf("  -> %s: %.3fx the built-in\n", describe_tile(set->name, tile_of<T>(t, cls).blocking, cls).c_str(),
                   vs_builtin);
     }
     json b = tile_json(tile_of<T>(t, ShapeClass::General).blocking);
-    b["narrow"] = tile_json(tile_of<T>(t, ShapeClass::Narrow).blocking);
-    b["thin"] = tile_json(tile_of<T>(t, ShapeClass::Thin).blocking);
+    for (ShapeClass cls : kShapeClasses)
+      if (cls != ShapeClass::General) b[hddp::detail::to_string(cls)] = tile_json(tile_of<T>(t, cls).blocking);
     blocking[set->name] = b;
     tuned.push_back(t);
   }
   // The sets' winners against each other: geometric mean over every class's shapes.
   auto overall = [&](const Kernels& inc, const Kernels& cand) {
     double log_sum = 0, n = 0;
-    for (int c = 0; c < 3; ++c) {
+    for (int c = 0; c < kN; ++c) {
       log_sum += double(shapes[c].size()) * std::log(speedup<T>(inc, cand, shapes[c], ops[c], opt));
       n += double(shapes[c].size());
     }
@@ -276,13 +279,13 @@ Kernels choose(const std::vector<const Kernels*>& sets, const Options& opt, json
     if (s > 1 + opt.margin) win = i;
   }
   std::printf("%s: chosen %s", prec, tuned[win].name);
-  for (int c = 0; c < 3; ++c) {
+  for (int c = 0; c < kN; ++c) {
+    const ShapeClass cls = kShapeClasses[c];
     const double g = gflops<T>(tuned[win], shapes[c], ops[c], opt);
-    score[c == 0 ? std::string("gflops_geomean") : std::string(class_name(kClasses[c])) + "_gflops_geomean"] =
+    score[c == 0 ? std::string("gflops_geomean") : std::string(hddp::detail::to_string(cls)) + "_gflops_geomean"] =
         std::round(g * 10) / 10;
     std::printf("; %s, %.1f GFLOP/s (geometric mean over %zu shapes)",
-                describe_tile(tuned[win].name, tile_of<T>(tuned[win], kClasses[c]).blocking, kClasses[c]).c_str(), g,
-                shapes[c].size());
+                describe_tile(tuned[win].name, tile_of<T>(tuned[win], cls).blocking, cls).c_str(), g, shapes[c].size());
   }
   std::printf("\n\n");
   entry[prec] = {{"kernel", tuned[win].name}, {"blocking", blocking}, {"score", score}};
@@ -317,7 +320,7 @@ void write_wisdom(const std::string& path, const std::string& key, const json& e
 int main(int argc, char** argv) {
   Options opt;
   CLI::App app{"gemm_tune: measure the fastest GEMM micro-kernel set, micro-tile and MC/KC/NC blocking on this CPU,\n"
-               "per shape class (general; narrow and thin: a CNN's products), and store them in the wisdom file\n"
+               "per shape class (general; narrow, thin, long_k: a CNN's products), and store them in the wisdom file\n"
                "hddp's GEMM reads (kernels/gemm_config.h).\n"
                "Threads: OMP_NUM_THREADS (tune with the count your jobs use). A few minutes."};
   app.add_option("--out", opt.out, "wisdom file to write (default: the one the library reads, " +
@@ -338,8 +341,8 @@ int main(int argc, char** argv) {
       std::printf("cpu: %s\nwisdom: %s\nthreads: %d\nchoice: %s\nclasses: float %s; double %s\n", key.c_str(),
                   hddp::gemm_wisdom_path().empty() ? "(none)" : hddp::gemm_wisdom_path().c_str(),
                   omp_get_max_threads(), hddp::gemm_config_description().c_str(),
-                  hddp::detail::describe_classes(k.s.narrow.blocking, k.s.thin.blocking).c_str(),
-                  hddp::detail::describe_classes(k.d.narrow.blocking, k.d.thin.blocking).c_str());
+                  hddp::detail::describe_classes(k.s.blockings()).c_str(),
+                  hddp::detail::describe_classes(k.d.blockings()).c_str());
       return 0;
     }
     if (opt.out.empty()) opt.out = hddp::gemm_wisdom_path();

@@ -41,7 +41,7 @@ template <class T>
 std::vector<int64_t> edge_sizes(int64_t floor = 0) {
   const detail::KernelSet<T>& ks = detail::kernel_set<T>(detail::cpu_kernels());
   std::vector<int64_t> v{0, 1, 2, 3, 7, 13, 31, 61, 127, 251, 293};
-  for (detail::ShapeClass c : {detail::ShapeClass::General, detail::ShapeClass::Narrow, detail::ShapeClass::Thin}) {
+  for (detail::ShapeClass c : detail::kShapeClasses) {
     const detail::Blocking B = ks.tile(c).blocking;
     // MR, NR and MC edges at the first multiple above the floor too (the general class needs
     // every dimension above kNarrowMax).
@@ -79,9 +79,10 @@ using Types = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(GemmTyped, Types);
 
 // One dimension at a time swept over the edge sizes, the other two fixed at awkward values,
-// once per shape class (kernels/gemm_blocking.h): narrow (N <= 128), thin (M or K <= 128),
-// general (all above 128); sizes that would leave the class are left out. Leading dimensions
-// tight or padded (seed % 3), so B and A are read in place or packed (gemm_blocked.cpp).
+// once per shape class (kernels/gemm_blocking.h): long_k (M and N <= 128), narrow (N <= 128),
+// thin (M or K <= 128), general (all above 128); sizes that would leave the class are left out.
+// Leading dimensions tight or padded (seed % 3), so B and A are read in place or packed
+// (gemm_blocked.cpp).
 TYPED_TEST(GemmTyped, EdgeSizesEachDimension) {
   using T = TypeParam;
   using detail::ShapeClass;
@@ -90,7 +91,10 @@ TYPED_TEST(GemmTyped, EdgeSizesEachDimension) {
   const struct {
     ShapeClass cls;
     int64_t M, N, K;
-  } bases[] = {{ShapeClass::Narrow, 37, 23, 19}, {ShapeClass::Thin, 37, 150, 19}, {ShapeClass::General, 140, 150, 135}};
+  } bases[] = {{ShapeClass::LongK, 37, 23, 19},
+               {ShapeClass::Narrow, 150, 23, 19},
+               {ShapeClass::Thin, 37, 150, 19},
+               {ShapeClass::General, 140, 150, 135}};
   for (const auto& base : bases)
     for (int dim = 0; dim < 3; ++dim)
       for (int64_t s : edge_sizes<T>(base.cls == ShapeClass::General ? big : 0))
@@ -327,24 +331,24 @@ TEST(GemmKernel, RunsTheRequestedKernel) {
   if (std::getenv("HDDP_TEST_ODD_WISDOM")) {  // the odd entry is what runs
     const std::string d = gemm_config_description();
     EXPECT_NE(d.find("from wisdom "), std::string::npos) << d;
-    for (detail::ShapeClass c : {detail::ShapeClass::General, detail::ShapeClass::Narrow, detail::ShapeClass::Thin}) {
+    for (detail::ShapeClass c : detail::kShapeClasses) {
       EXPECT_EQ(detail::cpu_kernels().s.tile(c).blocking.KC, 37) << d;
       EXPECT_EQ(detail::cpu_kernels().d.tile(c).blocking.KC, 37) << d;
     }
   }
   const detail::Kernels& k = detail::cpu_kernels();
-  for (const detail::Blocking& b : {k.s.blocking, k.d.blocking, k.s.narrow.blocking, k.d.narrow.blocking,
-                                    k.s.thin.blocking, k.d.thin.blocking}) {
-    EXPECT_LE(b.MR, detail::kMaxMR);
-    EXPECT_LE(b.NR, detail::kMaxNR);
-    EXPECT_EQ(b.MC % b.MR, 0);
-    EXPECT_EQ(b.NC % b.NR, 0);
-  }
+  for (detail::ShapeClass c : detail::kShapeClasses)
+    for (const detail::Blocking& b : {k.s.tile(c).blocking, k.d.tile(c).blocking}) {
+      EXPECT_LE(b.MR, detail::kMaxMR);
+      EXPECT_LE(b.NR, detail::kMaxNR);
+      EXPECT_EQ(b.MC % b.MR, 0);
+      EXPECT_EQ(b.NC % b.NR, 0);
+    }
 }
 
 // HDDP_TEST_ODD_WISDOM=<path>: write a wisdom file there with an entry for this CPU (the
-// widest set, MC = 3 MR, KC = 37, NC = 5 NR for every shape class, the narrow and thin classes on
-// the set's last tile: every loop has a remainder) and read it.
+// widest set, MC = 3 MR, KC = 37, NC = 5 NR for every shape class, the classes other than the
+// general one on the set's last tile: every loop has a remainder) and read it.
 void write_odd_wisdom(const char* path) {
   const char* set = detail::cpu_has_avx512() ? "avx512" : detail::cpu_has_avx2_fma() ? "avx2" : "portable";
   const detail::Kernels& k = *detail::kernels_by_name(set);
@@ -356,7 +360,7 @@ void write_odd_wisdom(const char* path) {
     std::string general = odd(ks.blocking), last = odd(ks.tiles.back().blocking);
     general.pop_back();
     return std::string("{\"kernel\": \"") + set + "\", \"blocking\": {\"" + set + "\": " + general +
-           ", \"narrow\": " + last + ", \"thin\": " + last + "}}}";
+           ", \"narrow\": " + last + ", \"thin\": " + last + ", \"long_k\": " + last + "}}}";
   };
   std::FILE* f = std::fopen(path, "w");
   if (!f) {
@@ -381,8 +385,7 @@ int main(int argc, char** argv) {
   }
   const detail::Kernels& k = detail::cpu_kernels();
   std::printf("GEMM under test: %s; classes: float %s; double %s\n", gemm_config_description().c_str(),
-              detail::describe_classes(k.s.narrow.blocking, k.s.thin.blocking).c_str(),
-              detail::describe_classes(k.d.narrow.blocking, k.d.thin.blocking).c_str());
+              detail::describe_classes(k.s.blockings()).c_str(), detail::describe_classes(k.d.blockings()).c_str());
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

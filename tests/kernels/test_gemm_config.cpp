@@ -68,7 +68,7 @@ std::vector<Blocking> tiles_of(const std::string& set, bool is_double) {
 }
 
 void expect_rows_are_tiles(const std::string& set, bool is_double, const ClassBlocking& c, const std::string& why) {
-  for (const Blocking& b : {c.general, c.narrow, c.thin}) {
+  for (const Blocking& b : {c.general, c.narrow, c.thin, c.long_k}) {
     const std::vector<Blocking> tiles = tiles_of(set, is_double);
     EXPECT_TRUE(std::any_of(tiles.begin(), tiles.end(), [&](const Blocking& t) { return t.MR == b.MR && t.NR == b.NR; }))
         << why << ": " << b.MR << "x" << b.NR << " is not a tile of " << set;
@@ -94,17 +94,27 @@ TEST(GemmConfig, BuiltInRowsMatchTheirSets) {
   expect_rows_are_tiles("portable", true, kPortableDoubleClasses, "kPortableDoubleClasses");
 }
 
-// The classes split at kNarrowMax: narrow by N first, then thin by M or K.
+// The classes split at kNarrowMax: long_k where M and N are small, else narrow by N, else thin
+// by M or K.
 TEST(GemmConfig, ShapeClasses) {
   EXPECT_EQ(shape_class(12544, 64, 288), ShapeClass::Narrow);    // a convolution's forward
-  EXPECT_EQ(shape_class(64, 128, 3136), ShapeClass::Narrow);     // Linear(3136, 128) forward
-  EXPECT_EQ(shape_class(64, 288, 12544), ShapeClass::Thin);      // its weight gradient
+  EXPECT_EQ(shape_class(50176, 32, 9), ShapeClass::Narrow);
+  EXPECT_EQ(shape_class(64, 128, 3136), ShapeClass::LongK);      // Linear(3136, 128) forward
+  EXPECT_EQ(shape_class(64, 288, 12544), ShapeClass::Thin);      // a convolution's weight gradient
   EXPECT_EQ(shape_class(12544, 288, 64), ShapeClass::Thin);      // its input gradient
+  EXPECT_EQ(shape_class(64, 3136, 128), ShapeClass::Thin);       // Linear(3136, 128)'s
+  EXPECT_EQ(shape_class(128, 3136, 64), ShapeClass::Thin);
   EXPECT_EQ(shape_class(129, 129, 129), ShapeClass::General);
   EXPECT_EQ(shape_class(256, 4096, 4096), ShapeClass::General);  // a training step's
   EXPECT_EQ(shape_class(1024, 1024, 128), ShapeClass::Thin);
   EXPECT_EQ(shape_class(128, 1024, 1024), ShapeClass::Thin);
   EXPECT_EQ(shape_class(1024, 128, 1024), ShapeClass::Narrow);
+  EXPECT_EQ(shape_class(128, 128, 1 << 20), ShapeClass::LongK);
+  EXPECT_STREQ(to_string(ShapeClass::LongK), "long_k");
+  EXPECT_EQ(&kAvx512FloatClasses[ShapeClass::General], &kAvx512FloatClasses.general);
+  EXPECT_EQ(&kAvx512FloatClasses[ShapeClass::Narrow], &kAvx512FloatClasses.narrow);
+  EXPECT_EQ(&kAvx512FloatClasses[ShapeClass::Thin], &kAvx512FloatClasses.thin);
+  EXPECT_EQ(&kAvx512FloatClasses[ShapeClass::LongK], &kAvx512FloatClasses.long_k);
 }
 
 // Every set offers a tile per class, and the class tiles run (cpu_kernels: what is chosen here).
@@ -112,7 +122,7 @@ TEST(GemmConfig, EverySetHasItsClassTiles) {
   for (const char* name : {"avx512", "avx2", "portable"}) {
     const Kernels* k = kernels_by_name(name);
     if (!k) continue;
-    for (ShapeClass c : {ShapeClass::General, ShapeClass::Narrow, ShapeClass::Thin}) {
+    for (ShapeClass c : kShapeClasses) {
       for (const Blocking& b : {k->s.tile(c).blocking, k->d.tile(c).blocking}) EXPECT_EQ(b.MC % b.MR, 0) << name;
       EXPECT_NE(k->s.tile(c).ukernel, nullptr) << name;
       EXPECT_NE(k->d.tile(c).ukernel, nullptr) << name;
@@ -120,8 +130,9 @@ TEST(GemmConfig, EverySetHasItsClassTiles) {
     }
   }
   const Kernels& k = *kernels_by_name(widest());
-  EXPECT_EQ(tile_for(k.s, 12544, 64, 288).blocking.MR, k.s.narrow.blocking.MR);
-  EXPECT_EQ(tile_for(k.s, 64, 288, 12544).blocking.NR, k.s.thin.blocking.NR);
+  EXPECT_EQ(&tile_for(k.s, 12544, 64, 288), &k.s.narrow);
+  EXPECT_EQ(&tile_for(k.s, 64, 288, 12544), &k.s.thin);
+  EXPECT_EQ(&tile_for(k.s, 64, 128, 3136), &k.s.long_k);
   EXPECT_EQ(&tile_for(k.s, 1024, 1024, 1024), static_cast<const Tile<float>*>(&k.s));
 }
 
@@ -160,8 +171,8 @@ TEST(GemmConfig, WisdomForThisCpuWins) {
   EXPECT_NE(c.source.find("wisdom /w.json"), std::string::npos) << c.source;
 }
 
-// The narrow and thin classes' entries ("MR"/"NR" naming one of the set's tiles); an entry
-// without them (a file written before the classes) keeps the set's own class tiles.
+// The other classes' entries ("MR"/"NR" naming one of the set's tiles); an entry without them (a
+// file written before the classes) keeps the set's own class tiles.
 TEST(GemmConfig, WisdomSetsEachClass) {
   const std::string set = widest();
   const Kernels& own = *kernels_by_name(set);
@@ -172,7 +183,7 @@ TEST(GemmConfig, WisdomSetsEachClass) {
   };
   auto with_classes = [&](const Blocking& b, const Blocking& l) {
     return "{\"MC\": " + std::to_string(3 * b.MR) + ", \"KC\": 77, \"NC\": " + std::to_string(5 * b.NR) +
-           ", \"narrow\": " + tile(l, 55) + ", \"thin\": " + tile(l, 66) + "}";
+           ", \"narrow\": " + tile(l, 55) + ", \"thin\": " + tile(l, 66) + ", \"long_k\": " + tile(l, 88) + "}";
   };
   GemmConfig c = make_gemm_config("", wisdom(set, with_classes(own.s.blocking, last), kKey, with_classes(own.d.blocking, last_d)),
                                   "/w.json", kKey, kNoMatch);
@@ -180,6 +191,7 @@ TEST(GemmConfig, WisdomSetsEachClass) {
   EXPECT_EQ(c.kernels.s.narrow.blocking.KC, 55);
   EXPECT_EQ(c.kernels.s.thin.blocking.KC, 66);
   EXPECT_EQ(c.kernels.d.thin.blocking.KC, 66);
+  EXPECT_EQ(c.kernels.s.long_k.blocking.KC, 88);
   EXPECT_EQ(c.kernels.s.narrow.blocking.MR, last.MR);
   EXPECT_EQ(c.kernels.s.narrow.blocking.NR, last.NR);
   EXPECT_EQ(c.kernels.s.narrow.blocking.MC, 2 * last.MR);
@@ -191,6 +203,7 @@ TEST(GemmConfig, WisdomSetsEachClass) {
   EXPECT_EQ(c.kernels.s.narrow.blocking.KC, own.s.narrow.blocking.KC);
   EXPECT_EQ(c.kernels.s.thin.blocking.MR, own.s.thin.blocking.MR);
   EXPECT_EQ(c.kernels.d.thin.blocking.NR, own.d.thin.blocking.NR);
+  EXPECT_EQ(c.kernels.s.long_k.blocking.KC, own.s.long_k.blocking.KC);
   // MR/NR in the general entry name its tile too.
   const Blocking& t0 = own.s.tiles.front().blocking;
   c = make_gemm_config("", wisdom(set, tile(t0, 99), kKey, tile(own.d.tiles.front().blocking, 99)), "/w.json", kKey,
@@ -243,7 +256,8 @@ TEST(GemmConfig, BadInputIsRefusedNamingTheFix) {
                  ".narrow: MC = 13");
   expect_refused(wisdom("portable", "{\"MC\": 12, \"KC\": 77, \"NC\": 64, \"thin\": {\"MR\": \"six\", \"MC\": 12, \"KC\": 7, \"NC\": 64}}"),
                  ".thin: \"MR\" is not an integer");
-  expect_refused(wisdom("portable", "{\"MC\": 12, \"KC\": 77, \"NC\": 64, \"thin\": [1]}"), ".thin: expected an object");
+  expect_refused(wisdom("portable", "{\"MC\": 12, \"KC\": 77, \"NC\": 64, \"long_k\": [1]}"),
+                 ".long_k: expected an object");
   EXPECT_THROW(make_gemm_config("sse9", "", "", kKey, kNoMatch), std::invalid_argument);
   if (!cpu_has_avx512()) {
     expect_refused(wisdom("avx512", "{\"MC\": 24, \"KC\": 77, \"NC\": 64}"), "cannot run here");

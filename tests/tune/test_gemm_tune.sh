@@ -45,7 +45,7 @@ for prec in ("float", "double"):
     assert k in ("avx512", "avx2", "portable"), k
     b = e[prec]["blocking"][k]
     assert all(b[x] > 0 for x in ("MR", "NR", "MC", "KC", "NC")), b
-    for cls in ("narrow", "thin"):  # the shape classes' tiles
+    for cls in ("narrow", "thin", "long_k"):  # the other shape classes' tiles
         assert all(b[cls][x] > 0 for x in ("MR", "NR", "MC", "KC", "NC")), b
         assert b[cls]["MC"] % b[cls]["MR"] == 0, b
 assert e["threads"] == 1 and e["search"] == "quick"
@@ -54,12 +54,12 @@ PY
 HDDP_GEMM_WISDOM="$WORK/w.json" "$TUNE" --show >"$WORK/show" 2>&1
 grep -q "^choice: float .*from wisdom $WORK/w.json" "$WORK/show" && pass "the library runs the wisdom's choice" \
   || fail "not from wisdom: $(cat "$WORK/show")"
-python3 - "$WORK/w.json" "$key" "$WORK/show" <<'PY' && pass "--show names the wisdom's narrow and thin tiles" || fail "classes: $(cat "$WORK/show")"
+python3 - "$WORK/w.json" "$key" "$WORK/show" <<'PY' && pass "--show names the wisdom's class tiles" || fail "classes: $(cat "$WORK/show")"
 import json, re, sys
 e = json.load(open(sys.argv[1]))["cpus"][sys.argv[2]]["float"]
 b = e["blocking"][e["kernel"]]
 line = next(l for l in open(sys.argv[3]) if l.startswith("classes: float "))
-for cls in ("narrow", "thin"):
+for cls in ("narrow", "thin", "long_k"):
     t = b[cls]
     want = f"{cls} {t['MR']}x{t['NR']} MC {t['MC']} KC {t['KC']} NC {t['NC']}"
     assert want in line, (want, line)
