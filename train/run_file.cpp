@@ -84,7 +84,14 @@ std::string load_weights_everywhere(const mpi::Env& env, const std::string& path
 }
 
 RunFile::RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options)
-    : env_(env), watchdog_(watchdog), o_(std::move(options)) {}
+    : env_(env), watchdog_(watchdog), o_(std::move(options)) {
+  watchdog_.set_note([this] {
+    const std::string k = kept_note();
+    return k + (k.rfind("; ", 0) == 0 ? ": continue with --resume" : "");
+  });
+}
+
+RunFile::~RunFile() { watchdog_.set_note(nullptr); }
 
 // Rank 0: the checks that need no file contents, then the file's bytes (none when there is no
 // file to resume from).

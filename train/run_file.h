@@ -39,7 +39,12 @@ struct RunFileOptions {
 
 class RunFile {
  public:
+  // Also tells the watchdog what a stall report says about the checkpoint kept (kept_note(),
+  // and "continue with --resume" when there is one), until it is destroyed.
   RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options);
+  ~RunFile();
+  RunFile(const RunFile&) = delete;  // the watchdog's note holds `this`
+  RunFile& operator=(const RunFile&) = delete;
 
   // Collective. "" or the error, the same on every rank; nothing changed or written then.
   std::string resume(ParamArena<float>& params, Optimizer<float>& opt, Rng* rng = nullptr);

@@ -2,7 +2,6 @@
 """The scaling study's raw outputs (bench/scaling/run.sh: OUT/raw/) as one CSV on stdout.
 
   collect.py RAW_DIR CPU_MODEL CPU_FM > scaling.csv
-  collect.py --subset SRC_DIR DST_DIR N_TRAIN N_TEST     (the study's Fashion-MNIST subset)
 
 One row per workload and layout: the median over the repetitions of the program's own
 measure (GFLOP/s from bench_gemm, seconds from bench_elementwise, bench_layers and the drivers'
@@ -10,12 +9,10 @@ measure (GFLOP/s from bench_gemm, seconds from bench_elementwise, bench_layers a
 efficiency (speed-up / cores), the placement and the CPU.
 """
 import glob
-import gzip
 import json
 import os
 import re
 import statistics
-import struct
 import sys
 
 # workload -> (file prefix, how to read one file, unit, higher is better)
@@ -69,24 +66,5 @@ def collect(raw, cpu, fm):
         print(f'{w},{p},{t},{p * t},{unit},{v:.6g},{speedup:.4f},{speedup / (p * t):.4f},"{placement}","{cpu}","{fm}"')
 
 
-def subset(src, dst, n_train, n_test):
-    """The first N images and labels of each split, uncompressed IDX files."""
-    os.makedirs(dst, exist_ok=True)
-    for split, n in (("train", int(n_train)), ("t10k", int(n_test))):
-        for kind in ("images-idx3", "labels-idx1"):
-            raw = gzip.open(f"{src}/{split}-{kind}-ubyte.gz").read()
-            nd = raw[3]
-            dims = struct.unpack(f">{nd}I", raw[4:4 + 4 * nd])
-            per = 1
-            for d in dims[1:]:
-                per *= d
-            body = raw[4 + 4 * nd:][:n * per]
-            with open(f"{dst}/{split}-{kind}-ubyte", "wb") as f:
-                f.write(raw[:4] + struct.pack(">I", n) + raw[8:4 + 4 * nd] + body)
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "--subset":
-        subset(*sys.argv[2:6])
-    else:
-        collect(*sys.argv[1:4])
+    collect(*sys.argv[1:4])

@@ -47,7 +47,7 @@ rm -rf "$OUT/raw" && mkdir -p "$OUT/raw"
 # decompresses the whole set.
 if [ ! -s "$DATA/train-images-idx3-ubyte" ]; then
   mkdir -p "$DATA"
-  /usr/bin/python3 "$ROOT/bench/scaling/collect.py" --subset /usr/share/datasets/fashion-mnist "$DATA" 12800 1000
+  python3 "$ROOT/scripts/fmnist_subset.py" /usr/share/datasets/fashion-mnist "$DATA" 12800 1000
 fi
 
 # place P T: the placement of P ranks of T threads (HDDP_PLACE for mpiexec, OMP_* exported).

@@ -283,10 +283,6 @@ int run(Env& env, const Options& o) {
       return usage_error(env, "--resume: cannot use checkpoint '" + o.checkpoint + "': " + hddp::user_message(e.what()));
     }
   const auto kept = [&] { return run_file.kept_note(); };
-  watchdog.set_note([&] {
-    const std::string k = kept();
-    return k + (k.rfind("; ", 0) == 0 ? ": continue with --resume" : "");
-  });
 
   hddp::ReducerOptions ropt = hddp::drivers::reducer_options(o, watchdog);
   if (!o.bucket_mb) hddp::drivers::autosize(env, model, o.batch_size, o.seed, !o.first_bucket_mb, ropt);

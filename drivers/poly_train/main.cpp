@@ -187,10 +187,6 @@ int run(Env& env, const Options& o) {
       return usage_error(env, "--resume: cannot use checkpoint '" + o.checkpoint + "': " + hddp::user_message(e.what()));
     }
   const auto kept = [&] { return run_file.kept_note(); };
-  watchdog.set_note([&] {
-    const std::string k = kept();
-    return k + (k.rfind("; ", 0) == 0 ? ": continue with --resume" : "");
-  });
 
   std::unique_ptr<hddp::Trace> trace = o.trace.empty() ? nullptr : std::make_unique<hddp::Trace>(rank);
   hddp::ReducerOptions ropt = hddp::drivers::reducer_options(o, watchdog);

@@ -16,6 +16,7 @@
 #include <hddp/core/conv.h>
 #include <hddp/core/layers.h>
 #include <hddp/core/model.h>
+#include "tests/common/gradcheck.h"
 #include <hddp/core/rng.h>
 
 #ifndef HDDP_CORE_TEST_DATA
@@ -23,41 +24,13 @@
 #endif
 
 using namespace hddp;
+using namespace hddp::testing_util;
 
 namespace {
-
-std::vector<double> randv(int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
-  Rng r(seed);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v) x = r.uniform(lo, hi);
-  return v;
-}
 
 template <class T>
 std::vector<T> as(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
-}
-
-double dot(const std::vector<double>& a, const double* b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Central difference of f at x[i].
-template <class F>
-double central_diff(F&& f, double* x, double h = 1e-6) {
-  const double x0 = *x;
-  *x = x0 + h;
-  const double fp = f();
-  *x = x0 - h;
-  const double fm = f();
-  *x = x0;
-  return (fp - fm) / (2 * h);
-}
-
-void expect_grad_near(double analytic, double numeric, const std::string& what) {
-  EXPECT_NEAR(analytic, numeric, 1e-7 * (1 + std::fabs(numeric))) << what;
 }
 
 // The reference file: records "conv ...", "pool ...", "cnn ..." with named value lists up to

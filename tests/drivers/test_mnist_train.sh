@@ -12,27 +12,14 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPI=("$MPIEXEC" --oversubscribe --bind-to none --timeout 240)
 rm -rf "$WORK" && mkdir -p "$WORK"
 trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/../common/signals.sh"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 [ -e "$DATA/train-images-idx3-ubyte.gz" ] || { echo "FAIL: $DATA missing: scripts/setup-deps.sh installs dataset-fashion-mnist"; exit 1; }
 # The real data's first 4000 training and 1000 test images, written once, uncompressed: no run
 # below decompresses the whole set (every rank of every run would).
-python3 - "$DATA" "$WORK/fmnist" <<'EOF'
-import gzip, os, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
-os.makedirs(dst)
-for split, n in (("train", 4000), ("t10k", 1000)):
-    for kind in ("images-idx3", "labels-idx1"):
-        raw = gzip.open(f"{src}/{split}-{kind}-ubyte.gz").read()
-        nd = raw[3]
-        dims = struct.unpack(f">{nd}I", raw[4:4 + 4 * nd])
-        per = 1
-        for d in dims[1:]:
-            per *= d
-        body = raw[4 + 4 * nd:][:n * per]
-        open(f"{dst}/{split}-{kind}-ubyte", "wb").write(raw[:4] + struct.pack(">I", n) + raw[8:4 + 4 * nd] + body)
-EOF
+python3 "$(dirname "$0")/../../scripts/fmnist_subset.py" "$DATA" "$WORK/fmnist" 4000 1000
 DATA=$WORK/fmnist
 
 # 2 ranks, 4000 training and 1000 test images, 3 epochs: every output, learning happened.
@@ -106,19 +93,8 @@ mkdir -p "$WORK/sig-whole" "$WORK/sig"
 "${MPI[@]}" -n 2 "$BIN" "${S[@]}" --out "$WORK/sig" --checkpoint "$WORK/sig/ck" --export "$WORK/sig/w.st" \
   >"$WORK/sig/log" 2>&1 &
 pid=$!
-handler() { local m; m=$(sed -n 's/^SigCgt:\s*//p' "/proc/$1/status" 2>/dev/null) && [ -n "$m" ] && (( (16#$m >> 14) & 1 )); }
-caught=0
-for _ in $(seq 1 3000); do
-  ranks=$(pgrep -P "$pid" -f mnist_train | tr '\n' ' ')
-  if [ "$(wc -w <<<"$ranks")" -eq 2 ]; then
-    kill -STOP $ranks 2>/dev/null
-    ok=1; for r in $ranks; do handler "$r" || ok=0; done
-    if [ "$ok" -eq 1 ]; then kill -TERM $ranks; kill -CONT $ranks; caught=1; break; fi
-    kill -CONT $ranks 2>/dev/null
-  fi
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.01
-done
+signal_ranks "$pid" mnist_train 2 TERM
+caught=$CAUGHT
 wait "$pid"; rc=$?
 if [ "$caught" -eq 1 ] && [ "$rc" -eq 75 ]; then
   grep -Eq "^mnist_train: SIGTERM: all ranks stopped after epoch [12] \(step [0-9]+ of 32\); checkpoint '$WORK/sig/ck' written" "$WORK/sig/log" ||

@@ -11,6 +11,7 @@ SRC=$1 PREFIX=$2 MPIEXEC=$3 WORK=$4
 rm -rf "$WORK"; mkdir -p "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 MPI=("$MPIEXEC" --oversubscribe --bind-to none --timeout 240)
+source "$(dirname "$0")/../common/signals.sh"
 failed=0
 fail() { echo "FAIL: $*" >&2; failed=1; }
 cmake -S "$SRC/examples" -B "$WORK/build" -DCMAKE_PREFIX_PATH="$PREFIX" >"$WORK/cfg.log" 2>&1 || { cat "$WORK/cfg.log"; exit 1; }
@@ -37,19 +38,8 @@ awk -F, 'NR == 2 { a = $2 } END { exit !(NR == 31 && $2 < 0.5 * a) }' "$WORK/who
 # and let go: they stop at the end of the epoch under way (exit 75).
 "${MPI[@]}" -n 2 "$B/csv_regression" "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >"$WORK/part/log" 2>&1 &
 pid=$!
-handler() { local m; m=$(sed -n 's/^SigCgt:\s*//p' "/proc/$1/status" 2>/dev/null) && [ -n "$m" ] && (( (16#$m >> 9) & 1 )); }
-caught=0
-for _ in $(seq 1 3000); do
-  ranks=$(pgrep -P "$pid" -f csv_regression | tr '\n' ' ')
-  if [ "$(wc -w <<<"$ranks")" -eq 2 ]; then
-    kill -STOP $ranks 2>/dev/null
-    ok=1; for r in $ranks; do handler "$r" || ok=0; done
-    if [ "$ok" -eq 1 ]; then kill -USR1 $ranks; kill -CONT $ranks; caught=1; break; fi
-    kill -CONT $ranks 2>/dev/null
-  fi
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.01
-done
+signal_ranks "$pid" csv_regression 2 USR1
+caught=$CAUGHT
 wait "$pid"; rc=$?
 if [ "$caught" -eq 0 ]; then
   fail "never caught both ranks with their handler installed (exit $rc)"
