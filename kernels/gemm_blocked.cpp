@@ -229,14 +229,19 @@ void gemm_blocked_with(const Kernels& kernels, Trans ta, Trans tb, int64_t M, in
   std::exception_ptr error;
 #pragma omp parallel num_threads(g.tm * g.tn)
   {
-    const int t = omp_get_thread_num(), ti = t / g.tn, tj = t % g.tn;
-    const int64_t m0 = std::min(M, mu * ti / g.tm * MR), m1 = std::min(M, mu * (ti + 1) / g.tm * MR);
-    const int64_t n0 = std::min(N, nu * tj / g.tn * NR), n1 = std::min(N, nu * (tj + 1) / g.tn * NR);
-    try {
-      if (m0 < m1 && n0 < n1) blocked_tile(p, m0, m1, n0, n1, t == 0);
-    } catch (...) {
+    // The team can be smaller than asked (a call from inside a parallel region without nested
+    // parallelism gets one thread): each thread takes every team-size-th tile. A tile's result
+    // does not depend on which thread computes it.
+    for (int t = omp_get_thread_num(); t < g.tm * g.tn; t += omp_get_num_threads()) {
+      const int ti = t / g.tn, tj = t % g.tn;
+      const int64_t m0 = std::min(M, mu * ti / g.tm * MR), m1 = std::min(M, mu * (ti + 1) / g.tm * MR);
+      const int64_t n0 = std::min(N, nu * tj / g.tn * NR), n1 = std::min(N, nu * (tj + 1) / g.tn * NR);
+      try {
+        if (m0 < m1 && n0 < n1) blocked_tile(p, m0, m1, n0, n1, t == 0);
+      } catch (...) {
 #pragma omp critical(hddp_gemm_error)
-      error = std::current_exception();
+        error = std::current_exception();
+      }
     }
   }
   if (error) std::rethrow_exception(error);

@@ -272,6 +272,30 @@ TYPED_TEST(GemmTyped, ConvolutionShapesBitwiseAcrossThreadCounts) {
   omp_set_num_threads(saved);
 }
 
+// Called from inside a parallel region (nested parallelism off: the GEMM's own team has one
+// thread), each thread its own product: every one correct and bitwise the product called alone.
+TYPED_TEST(GemmTyped, InsideAParallelRegion) {
+  using T = TypeParam;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const GemmCase c{Trans::No, Trans::Yes, 300, 200, 150, 1.0, 0.0, 1};
+  const hddp::test::GemmData<T> d0(c, 1500), d1(c, 1501);
+  std::vector<T> alone[2] = {d0.C0, d1.C0}, inside[2] = {d0.C0, d1.C0};
+  const hddp::test::GemmData<T>* d[2] = {&d0, &d1};
+  for (int i = 0; i < 2; ++i)
+    gemm_blocked<T>(c.ta, c.tb, c.M, c.N, c.K, T(c.alpha), d[i]->A.data(), d[i]->lda, d[i]->B.data(), d[i]->ldb,
+                    T(c.beta), alone[i].data(), d[i]->ldc);
+#pragma omp parallel num_threads(2)
+  {
+    const int i = omp_get_thread_num();
+    gemm_blocked<T>(c.ta, c.tb, c.M, c.N, c.K, T(c.alpha), d[i]->A.data(), d[i]->lda, d[i]->B.data(), d[i]->ldb,
+                    T(c.beta), inside[i].data(), d[i]->ldc);
+  }
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(0, std::memcmp(alone[i].data(), inside[i].data(), alone[i].size() * sizeof(T))) << "thread " << i;
+  omp_set_num_threads(saved);
+}
+
 // The public entry point follows the selected backend.
 TEST(GemmBackend, SelectAndParse) {
   EXPECT_EQ(parse_gemm_backend("blocked"), GemmBackend::Blocked);
