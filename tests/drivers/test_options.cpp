@@ -109,7 +109,7 @@ TEST(OptionsCli, MessagesNameTheFlag) {
   EXPECT_EQ(refusal({"--hidden", "64,0"}), "--hidden: must be in [1, 65536], got 0");
   EXPECT_EQ(refusal({"--hidden", "20,,3"}), "--hidden: expected a ','-separated list without empty items, got '20,,3'");
   EXPECT_EQ(refusal({"--seed", "-3"}), "--seed: must be in [0, 9223372036854775807], got -3");
-  EXPECT_EQ(refusal({"--optimizer", "rmsprop"}), "--optimizer: expected one of adam, sgd, got 'rmsprop'");
+  EXPECT_EQ(refusal({"--optimizer", "rmsprop"}), "--optimizer: expected one of adam, adamw, sgd, got 'rmsprop'");
   EXPECT_EQ(refusal({"--reduce-mode", "overlap"}), "--reduce-mode: expected one of blocking, test, thread, got 'overlap'");
   EXPECT_EQ(refusal({"--gemm=fast"}), "--gemm: expected one of blocked, openblas, naive, got 'fast'");
   EXPECT_EQ(refusal({"--stats=1"}), "--stats: takes no value");
@@ -118,7 +118,7 @@ TEST(OptionsCli, MessagesNameTheFlag) {
   EXPECT_EQ(refusal({"--first-bucket-mb", "auto"}), "--first-bucket-mb auto: needs --bucket-mb auto");
   EXPECT_EQ(refusal({"--debug-inject-nan", "3:-1"}), "--debug-inject-nan: rank: must be in [0, 1048576], got -1");
   // Only the names of an enum (CLI11 alone would take its number: "1" for sgd).
-  EXPECT_EQ(refusal({"--optimizer", "1"}), "--optimizer: expected one of adam, sgd, got '1'");
+  EXPECT_EQ(refusal({"--optimizer", "1"}), "--optimizer: expected one of adam, adamw, sgd, got '1'");
   EXPECT_EQ(refusal({"--reduce-mode=0"}), "--reduce-mode: expected one of blocking, test, thread, got '0'");
   // A list is one argument.
   EXPECT_EQ(refusal({"--hidden", "20", "30"}), "unexpected argument '30'");
