@@ -60,15 +60,26 @@ enum class ARead { Packed, Columns, Rows };
 // MR rows x NV registers of L lanes; the loops over i and v are fully unrolled, so acc stays
 // in registers (checked with objdump: no stack traffic in the k loop). B_PACKED: rsb == NR
 // (a packed micro-panel, or B in place with ldb == NR); else B is read in place and its rows to
-// come are prefetched (each row on lines of its own).
+// come are prefetched (each row on lines of its own). Each way of reading A and B is a function
+// of its own: the packed one compiles to the same loop as before operands could be read in place.
 template <class T, int MR, int NV, ARead AR, bool B_PACKED>
-inline void ukernel_loop(typename Vec<T>::R (&acc)[MR][NV], int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b,
-                         int64_t rsb) {
+void ukernel_variant(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta, T* c,
+                     int64_t ldc) {
   using V = Vec<T>;
   using R = typename V::R;
   constexpr int L = 64 / sizeof(T), NR = NV * L;
   const int64_t ra = AR == ARead::Rows ? rsa : 1, ca = AR == ARead::Packed ? MR : AR == ARead::Columns ? csa : 1;
   const int64_t rb = B_PACKED ? NR : rsb;
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {  // first and last cache line of each row of the tile
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + NR - 1), _MM_HINT_T0);
+  }
+  R acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
 #pragma GCC unroll 4
   for (int64_t p = 0; p < k; ++p) {
     _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * ca), _MM_HINT_T0);
@@ -87,34 +98,6 @@ inline void ukernel_loop(typename Vec<T>::R (&acc)[MR][NV], int64_t k, const T* 
     a += ca;
     b += rb;
   }
-}
-
-template <class T, int MR, int NV, bool B_PACKED>
-inline void ukernel_loop(typename Vec<T>::R (&acc)[MR][NV], int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b,
-                         int64_t rsb) {
-  if (rsa != 1) ukernel_loop<T, MR, NV, ARead::Rows, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
-  else if (csa == MR) ukernel_loop<T, MR, NV, ARead::Packed, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
-  else ukernel_loop<T, MR, NV, ARead::Columns, B_PACKED>(acc, k, a, rsa, csa, b, rsb);
-}
-
-template <class T, int MR, int NV>
-void ukernel_avx512(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta, T* c,
-                    int64_t ldc) {
-  using V = Vec<T>;
-  using R = typename V::R;
-  constexpr int L = 64 / sizeof(T), NR = NV * L;
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {  // first and last cache line of each row of the tile
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + NR - 1), _MM_HINT_T0);
-  }
-  R acc[MR][NV];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
-  if (rsb == NR) ukernel_loop<T, MR, NV, true>(acc, k, a, rsa, csa, b, rsb);
-  else ukernel_loop<T, MR, NV, false>(acc, k, a, rsa, csa, b, rsb);
 
   const R va = V::set1(alpha);
   if (beta == T(0)) {  // overwrite: C is never read, so NaN/Inf in C do not propagate
@@ -132,6 +115,19 @@ void ukernel_avx512(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b,
         V::storeu(cij, V::fma(va, acc[i][v], V::mul(vb, V::loadu(cij))));
       }
   }
+}
+
+template <class T, int MR, int NV>
+void ukernel_avx512(int64_t k, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb, T alpha, T beta, T* c,
+                    int64_t ldc) {
+  constexpr int NR = NV * 64 / int(sizeof(T));
+  auto run = [&]<ARead AR>() {
+    if (rsb == NR) return ukernel_variant<T, MR, NV, AR, true>(k, a, rsa, csa, b, rsb, alpha, beta, c, ldc);
+    return ukernel_variant<T, MR, NV, AR, false>(k, a, rsa, csa, b, rsb, alpha, beta, c, ldc);
+  };
+  if (rsa != 1) return run.template operator()<ARead::Rows>();
+  if (csa == MR) return run.template operator()<ARead::Packed>();
+  return run.template operator()<ARead::Columns>();
 }
 
 // The tiles of a row of gemm_blocking.h (kAvx512FloatTiles, kAvx512DoubleTiles), each with its
