@@ -134,7 +134,7 @@ inline constexpr ClassBlocking kIntelAvx512Double{{14, 16, 224, 512, 8192}, kAvx
 
 inline constexpr CpuChoice kCpuChoices[] = {
     // Zen 4 runs 512-bit operations at the 256-bit rate: the AVX2 kernel led at the training
-    // step's thin shapes (256,4096,4096) NT 83 vs 75 GFLOP/s, TN 78 vs 72 (issue 27's table).
+    // step's thin shapes (256,4096,4096) NT 83 vs 75 GFLOP/s, TN 78 vs 72 (RESULTS.md, "GEMM on the step's thin shapes").
     {"AuthenticAMD", 25, 0x10, 0x1f, "avx2", kAvx2FloatClasses, "avx2", kAvx2DoubleClasses,
      "Zen 4 (EPYC 9004): AVX2 kernel, measured ahead at thin shapes"},
     {"AuthenticAMD", 25, 0x60, 0x7f, "avx2", kAvx2FloatClasses, "avx2", kAvx2DoubleClasses,
