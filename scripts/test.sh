@@ -2,9 +2,9 @@
 # Installs what is missing (every group of setup-deps.sh), builds the tree scripts/run.sh builds
 # (build/, the same flags: warnings as errors), and runs every test (ctest, side by side where
 # they can: a test's PROCESSORS counts the cores its ranks keep busy, and the tests that start
-# daemons or wait on timers run alone); then builds, with AddressSanitizer + UndefinedBehavior-
-# Sanitizer (-DHDDP_SANITIZE=ON, into build-asan), only the programs the tests run (the target
-# test_programs), and runs the serial and MPI tests there.
+# daemons hold a RESOURCE_LOCK); meanwhile builds, at the lowest priority, with AddressSanitizer
+# + UndefinedBehaviorSanitizer (-DHDDP_SANITIZE=ON, into build-asan) only the programs the tests
+# run (the target test_programs), and then runs the serial and MPI tests there.
 #
 #   scripts/test.sh [ctest args]   ctest args apply to the first (normal) pass
 #   HDDP_TEST_TIER=quick           the quick tier only (label quick: the unit suites and the
@@ -31,20 +31,47 @@ fi
 
 phase "install what is missing, build $BUILD_DIR"
 hddp_build all
+
+# The sanitizer build compiles while the normal pass runs, at the lowest priority (nice 19): the
+# tests get the cores whenever they want them (they wait on ranks, daemons and timers for much of
+# the pass) and the build takes what they leave. Its log is $ASAN_DIR/build.log.
+ASAN_DIR="${HDDP_ASAN_BUILD_DIR:-$HDDP_ROOT/build-asan}"
+asan_pid=""
+if [ "${HDDP_SANITIZE_TESTS:-1}" != 0 ]; then
+  phase "sanitizer build in the background: -fsanitize=address,undefined in $ASAN_DIR (the test programs only)"
+  # -O1 -g1: line tables are all a sanitizer report needs, and -O1 compiles in about half the
+  # time of -O2 -g while the instrumented tests run about as fast.
+  cmake -S "$HDDP_ROOT" -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DHDDP_WERROR=ON -DHDDP_SANITIZE=ON -DHDDP_BUILD_BENCH=OFF >/dev/null
+  # Its own session (setsid): interrupted, the script stops the whole build, compilers included.
+  setsid nice -n 19 cmake --build "$ASAN_DIR" -j "$JOBS" --target test_programs >"$ASAN_DIR/build.log" 2>&1 &
+  asan_pid=$!
+  trap '[ -n "$asan_pid" ] && kill -- "-$asan_pid" 2>/dev/null; wait 2>/dev/null' EXIT
+fi
+
 cd "$BUILD_DIR"
 phase "normal pass: ctest -j $JOBS"
-ctest --output-on-failure --timeout 900 -j "$JOBS" "$@"
-phase "normal pass done"
+normal_rc=0
+ctest --output-on-failure --timeout 900 -j "$JOBS" "$@" || normal_rc=$?
+phase "normal pass done (rc $normal_rc)"
 
-[ "${HDDP_SANITIZE_TESTS:-1}" = 0 ] && exit 0
-ASAN_DIR="${HDDP_ASAN_BUILD_DIR:-$HDDP_ROOT/build-asan}"
-phase "sanitizer pass: -fsanitize=address,undefined in $ASAN_DIR (the test programs only)"
-cmake -S "$HDDP_ROOT" -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHDDP_WERROR=ON -DHDDP_SANITIZE=ON \
-  -DHDDP_BUILD_BENCH=OFF >/dev/null
-cmake --build "$ASAN_DIR" -j "$JOBS" --target test_programs
-# The sanitizer options (ASAN_OPTIONS, LSAN_OPTIONS with tests/sanitizers/lsan.supp, UBSAN_OPTIONS)
-# are set on every test by tests/CMakeLists.txt; test_sanitizer_canary checks they catch faults.
-cd "$ASAN_DIR"
-ctest --output-on-failure --timeout 900 -j "$JOBS" -L 'kernels|core|data|distributed|drivers|mpi|faults|sanitizers' \
-  -LE 'slurm|container|install|bench' -E '^test_poly_train$'
-phase "sanitizer pass done"
+if [ -n "$asan_pid" ]; then
+  phase "waiting for the sanitizer build"
+  build_rc=0
+  wait "$asan_pid" || build_rc=$?
+  asan_pid=""
+  if [ "$build_rc" -ne 0 ]; then
+    tail -50 "$ASAN_DIR/build.log"
+    echo "error: the sanitizer build failed (rc $build_rc); the whole log is $ASAN_DIR/build.log" >&2
+    exit 1
+  fi
+  # The sanitizer options (ASAN_OPTIONS, LSAN_OPTIONS with tests/sanitizers/lsan.supp,
+  # UBSAN_OPTIONS) are set on every test by tests/CMakeLists.txt; test_sanitizer_canary checks
+  # they catch faults.
+  phase "sanitizer pass"
+  cd "$ASAN_DIR"
+  ctest --output-on-failure --timeout 900 -j "$JOBS" -L 'kernels|core|data|distributed|drivers|mpi|faults|sanitizers' \
+    -LE 'slurm|container|install|bench' -E '^test_poly_train$' || exit 1
+  phase "sanitizer pass done"
+fi
+exit "$normal_rc"

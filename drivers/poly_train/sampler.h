@@ -2,7 +2,7 @@
 // The training batches: fresh uniform samples of x in [-3, 10] every epoch, scaled.
 //   per-rank: each rank draws its own batch from stream (seed, 1 + rank);
 //   sharded:  every rank draws one global batch of batch-size x P from stream (seed, 1) and
-//             takes its contiguous slice (distributed/ddp.h shard_of), so the result does not
+//             takes its contiguous slice (data/sampler.h shard_of), so the result does not
 //             depend on P.
 // The stream's state is part of a checkpoint (run_state.h).
 #include <cstdint>

@@ -28,7 +28,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 # What the container path could leave behind: ch-run's files in /dev/shm (--join, not used) and
 # ch-checkns' /tmp/newroot (the checks use unshare instead). Compared before and after. (Open
-# MPI's own files are every MPI test's business; this test runs alone, RUN_SERIAL.)
+# MPI's own files are every MPI test's business.)
 leftovers() { { ls /dev/shm 2>/dev/null | grep '^ch-run'; ls -d /tmp/newroot 2>/dev/null; } | sort; }
 before="$(leftovers)"
 bash "$slurm_local" down >/dev/null 2>&1 || true
