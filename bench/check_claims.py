@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figures that can fail: re-derives the GEMM, whole-step, Fashion-MNIST and at-scale figures of README.md
+"""Figures that can fail: re-derives the GEMM, whole-step, Fashion-MNIST, at-scale and test-suite figures of README.md
 and bench/RESULTS.md from the raw data kept under bench/results/<cpu>/, and exits 1 naming every
 claim the data no longer supports.
 
@@ -191,6 +191,18 @@ CLAIMS += [
     ("README.md", "within 0.93-1.14x on 2 ranks", max(float(r["ratio"]) for r in comm if r["ranks"] == "2"), 1.14, 0.005),
     ("README.md", "one row of 12 short (1.49x", max(float(r["ratio"]) for r in comm), 1.49, 0.005),
     ("README.md", "one row of 12 short (1.49x", sum(abs(float(r["ratio"]) - 1) > 0.25 for r in comm), 1, 0),
+]
+# The two commands' wall times (bench/results/amd-epyc/suite/: the logs of the runs).
+import re
+suite = read("bench/results/amd-epyc/suite/test_sh_after.log")
+phases = {m.group(2): int(m.group(1)) for m in re.finditer(r"^== \[(\d+) s\] (.*)$", suite, re.M)}
+run_real = re.search(r"^real\s+(\d+)m([\d.]+)s", read("bench/results/amd-epyc/suite/run_sh_after.log"), re.M)
+CLAIMS += [
+    ("README.md", "29 minutes (build 5.7 min", phases["sanitizer pass done"] / 60, 29, 0.5),
+    ("README.md", "29 minutes (build 5.7 min", phases["normal pass: ctest -j 2"] / 60, 5.7, 0.05),
+    ("bench/RESULTS.md", "| 592 s, 55 tests |", phases["sanitizer pass done"] - phases["sanitizer pass"], 592, 0),
+    ("bench/RESULTS.md", "| 810 s, 72 tests,", phases["normal pass done (rc 0)"] - phases["normal pass: ctest -j 2"], 810, 0),
+    ("README.md", "`bash scripts/run.sh` 3 min 19 s", int(run_real.group(1)) * 60 + float(run_real.group(2)), 199, 0.5),
 ]
 for path, text, value, stated, tol in CLAIMS:
     checks += 1
