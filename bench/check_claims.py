@@ -68,11 +68,10 @@ def mnist_args(md):
     return [cpu, note, epochs, batch, width, reps]
 
 
-def check_gemm_table():
-    """gemm/gemm_table.md is what bench/gemm_table.py makes of the kept bench_gemm JSON (the file
-    order is the first line of the table's note), and its rows are in bench/RESULTS.md."""
+def check_gemm_table(gdir):
+    """gdir/gemm_table.md is what bench/gemm_table.py makes of the kept bench_gemm JSON (in the
+    order of gdir/runs.txt), and its rows are in bench/RESULTS.md."""
     global checks
-    gdir = os.path.join(RESULTS, "gemm")
     kept = open(os.path.join(gdir, "gemm_table.md")).read()
     runs = [os.path.join(gdir, f) for f in open(os.path.join(gdir, "runs.txt")).read().split()]
     out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gemm_table.py"), *runs,
@@ -107,7 +106,8 @@ def check_at_scale():
             failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of {md}, the first: {missing[0]}")
 
 
-check_gemm_table()
+check_gemm_table(os.path.join(RESULTS, "gemm"))
+check_gemm_table(os.path.join(AMD, "gemm_conv"))  # the CNN's products
 check_at_scale()
 check_table("step_vs_pytorch", "bench/step/step_table.py", step_args)
 check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", mnist_args)
@@ -139,12 +139,13 @@ def mnist_rss(p, impl):
 
 
 gemm = list(csv.DictReader(open(os.path.join(RESULTS, "gemm", "gemm_table.csv"))))
+gemm_conv = list(csv.DictReader(open(os.path.join(AMD, "gemm_conv", "gemm_table.csv"))))
 
 
-def gemm_vs_best(shapes, threads):
+def gemm_vs_best(shapes, threads, table=gemm):
     """hddp / best anchor over the shapes (regexes on 's/NN/1024x1024x1024'-style names)."""
     import re
-    return [float(r["note"].split(" ")[0]) for r in gemm
+    return [float(r["note"].split(" ")[0]) for r in table
             if r["column"] == "hddp / best anchor" and r["threads"] == str(threads)
             and any(re.fullmatch(p, r["shape"]) for p in shapes)]
 
@@ -170,6 +171,10 @@ CLAIMS = [
     ("README.md", "(32,20,20) 0.53-0.86x", min(gemm_vs_best([r"s/../32x20x20"], 1) + gemm_vs_best([r"s/../32x20x20"], 2)), 0.53, 0.005),
     ("README.md", "(32,20,20) 0.53-0.86x", max(gemm_vs_best([r"s/../32x20x20"], 1) + gemm_vs_best([r"s/../32x20x20"], 2)), 0.86, 0.005),
     ("bench/RESULTS.md", "1 thread: 0.93-1.02x", min(gemm_vs_best(BIG, 1)), 0.93, 0.005),
+    ("bench/RESULTS.md", "1.08-4.95x\non 1 thread", min(gemm_vs_best([".*"], 1, gemm_conv)), 1.08, 0.005),
+    ("bench/RESULTS.md", "1.08-4.95x\non 1 thread", max(gemm_vs_best([".*"], 1, gemm_conv)), 4.95, 0.005),
+    ("bench/RESULTS.md", "1.12-6.32x on 2", min(gemm_vs_best([".*"], 2, gemm_conv)), 1.12, 0.005),
+    ("bench/RESULTS.md", "1.12-6.32x on 2", max(gemm_vs_best([".*"], 2, gemm_conv)), 6.32, 0.005),
     ("bench/RESULTS.md", "2 threads 0.95-1.12x", max(gemm_vs_best(BIG, 2)), 1.12, 0.005),
     ("bench/RESULTS.md", "met**, 85 % (149.6 of 175.2 GFLOP/s)", gemm_peak_pct("s/NN/2048x2048x2048", 1), 85, 0.5),
     ("README.md", "2.2x at W = 256", speedup(256), 2.2, 0.05),
