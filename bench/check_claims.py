@@ -197,6 +197,20 @@ CLAIMS += [
     ("README.md", "one row of 12 short (1.49x", max(float(r["ratio"]) for r in comm), 1.49, 0.005),
     ("README.md", "one row of 12 short (1.49x", sum(abs(float(r["ratio"]) - 1) > 0.25 for r in comm), 1, 0),
 ]
+# One Conv2d against PyTorch: the kept table's rows in RESULTS, its hddp / PyTorch ranges.
+conv_md = open(os.path.join(AMD, "conv_vs_pytorch.md")).read()
+conv_rows = [l for l in conv_md.splitlines() if l.startswith("| c")]
+checks += 1
+if any(l not in read("bench/RESULTS.md") for l in conv_rows):
+    failures.append("bench/RESULTS.md lacks rows of bench/results/amd-epyc/conv_vs_pytorch.md")
+conv_ratio = {t: [float(l.split("|")[7]) for l in conv_rows if l.split("|")[3].strip() == t] for t in ("1", "2")}
+CLAIMS += [
+    ("bench/RESULTS.md", "0.69-0.97x on 1 thread, 0.20-0.50x on 2", min(conv_ratio["1"]), 0.69, 0.005),
+    ("bench/RESULTS.md", "0.69-0.97x on 1 thread, 0.20-0.50x on 2", max(conv_ratio["1"]), 0.97, 0.005),
+    ("bench/RESULTS.md", "0.69-0.97x on 1 thread, 0.20-0.50x on 2", min(conv_ratio["2"]), 0.20, 0.005),
+    ("bench/RESULTS.md", "0.69-0.97x on 1 thread, 0.20-0.50x on 2", max(conv_ratio["2"]), 0.50, 0.005),
+]
+
 # The two commands' wall times (bench/results/amd-epyc/suite/: the logs of the runs).
 import re
 suite = read("bench/results/amd-epyc/suite/test_sh_after.log")
