@@ -36,9 +36,9 @@ def regenerate(script, csv_path, md_path, argv_from_md):
                           capture_output=True, text=True, check=True).stdout
 
 
-def check_table(name, script, args_of):
+def check_table(name, script, args_of, folder=RESULTS):
     global checks
-    csv_path, md_path = os.path.join(RESULTS, name + ".csv"), os.path.join(RESULTS, name + ".md")
+    csv_path, md_path = os.path.join(folder, name + ".csv"), os.path.join(folder, name + ".md")
     kept = open(md_path).read()
     checks += 1
     if regenerate(script, csv_path, md_path, args_of(kept)) != kept:
@@ -66,6 +66,15 @@ def mnist_args(md):
     epochs = first.split("per rank, ")[1].split(" ")[0]
     reps = first.split("median of ")[1].split(" ")[0]
     return [cpu, note, epochs, batch, width, reps]
+
+
+def cnn_args(md):
+    first, note = md.splitlines()[0], md.splitlines()[1]
+    cpu = first[len("CPU: "):first.index("; CNN ")]
+    batch = first.split("batch ")[1].split(" ")[0]
+    epochs = first.split("per rank, ")[1].split(" ")[0]
+    reps = first.split("median of ")[1].split(" ")[0]
+    return [cpu, note, epochs, batch, reps]
 
 
 def check_gemm_table(gdir):
@@ -111,6 +120,7 @@ check_gemm_table(os.path.join(AMD, "gemm_conv"))  # the CNN's products
 check_at_scale()
 check_table("step_vs_pytorch", "bench/step/step_table.py", step_args)
 check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", mnist_args)
+check_table("mnist_cnn_vs_pytorch", "bench/mnist/cnn_table.py", cnn_args, AMD)
 
 # The medians the README quotes, from the raw rows.
 step = list(csv.DictReader(open(os.path.join(RESULTS, "step_vs_pytorch.csv"))))
@@ -209,6 +219,28 @@ CLAIMS += [
     ("bench/RESULTS.md", "0.69-0.97x on 1 thread, 0.20-0.50x on 2", max(conv_ratio["1"]), 0.97, 0.005),
     ("bench/RESULTS.md", "0.69-0.97x on 1 thread, 0.20-0.50x on 2", min(conv_ratio["2"]), 0.20, 0.005),
     ("bench/RESULTS.md", "0.69-0.97x on 1 thread, 0.20-0.50x on 2", max(conv_ratio["2"]), 0.50, 0.005),
+]
+
+# The CNN against PyTorch: per-epoch ratios and memory from the raw rows.
+cnn = list(csv.DictReader(open(os.path.join(AMD, "mnist_cnn_vs_pytorch.csv"))))
+
+
+def cnn_epochs(p, t, impl):
+    return [float(r["train_s"]) for r in cnn if (r["ranks"], r["threads"], r["impl"]) == (str(p), str(t), impl)]
+
+
+CLAIMS += [
+    ("bench/RESULTS.md", "2 x 1: 1.74x over the 5 epochs, 1.23x once PyTorch is warm",
+     statistics.mean(cnn_epochs(2, 1, "pytorch")[1:]) / statistics.mean(cnn_epochs(2, 1, "hddp")[1:]), 1.23, 0.005),
+    ("bench/RESULTS.md", "(17.8 vs 14.7 s per epoch)", statistics.mean(cnn_epochs(1, 2, "hddp")[1:]), 17.8, 0.05),
+    ("bench/RESULTS.md", "(17.8 vs 14.7 s per epoch)", statistics.mean(cnn_epochs(1, 2, "pytorch")[1:]), 14.7, 0.05),
+]
+
+CLAIMS += [
+    ("README.md", "1.74x PyTorch DDP with oneDNN over 5 epochs", sum(cnn_epochs(2, 1, "pytorch")) / sum(cnn_epochs(2, 1, "hddp")), 1.74, 0.005),
+    ("README.md", "1.09x on 1 rank x 2 threads", sum(cnn_epochs(1, 2, "pytorch")) / sum(cnn_epochs(1, 2, "hddp")), 1.09, 0.005),
+    ("README.md", "run 1.08-6.32x the best of OpenBLAS", min(gemm_vs_best([".*"], 1, gemm_conv) + gemm_vs_best([".*"], 2, gemm_conv)), 1.08, 0.005),
+    ("README.md", "run 1.08-6.32x the best of OpenBLAS", max(gemm_vs_best([".*"], 1, gemm_conv) + gemm_vs_best([".*"], 2, gemm_conv)), 6.32, 0.005),
 ]
 
 # The two commands' wall times (bench/results/amd-epyc/suite/: the logs of the runs).
