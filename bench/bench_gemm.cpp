@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cnn_gemm_shapes.h"
 #include "gemm_anchors.h"
 #include <hddp/kernels/gemm.h>
 #include <hddp/kernels/gemm_backends.h>
@@ -67,23 +68,8 @@ struct Shape {
   int64_t M, N, K;
 };
 
-// The products of a Fashion-MNIST CNN trained through im2col, batch 64 (Conv2d(1,32,3,pad 1)
-// ReLU MaxPool2d(2) Conv2d(32,64,3,pad 1) ReLU MaxPool2d(2) Flatten Linear(3136,128) ReLU
-// Linear(128,10)); a convolution's weights W are Cout x Cin*k*k, cols is B*OH*OW x Cin*k*k:
-//   forward  Y = cols W^T   (NT, M = B*OH*OW)     weight gradient dW = dY^T cols (TN, M = Cout)
-//   input gradient dcols = dY W (NN)
-// Linear(3136,128) as Y = X W^T, dX = dY W, dW = dY^T X. Named gemm/<backend>/s/<op>/<MxNxK>/<name>.
-struct NamedShape {
-  const char* name;
-  Trans ta, tb;
-  int64_t M, N, K;
-};
-constexpr NamedShape kCnnShapes[] = {
-    {"conv1_fwd", Trans::No, Trans::Yes, 50176, 32, 9},   {"conv1_dw", Trans::Yes, Trans::No, 32, 9, 50176},
-    {"conv2_fwd", Trans::No, Trans::Yes, 12544, 64, 288}, {"conv2_dw", Trans::Yes, Trans::No, 64, 288, 12544},
-    {"conv2_dx", Trans::No, Trans::No, 12544, 288, 64},   {"fc1_fwd", Trans::No, Trans::Yes, 64, 128, 3136},
-    {"fc1_dx", Trans::No, Trans::No, 64, 3136, 128},      {"fc1_dw", Trans::Yes, Trans::No, 128, 3136, 64},
-};
+// The CNN's products: bench/cnn_gemm_shapes.h.
+using hddp::bench::kCnnProducts;
 
 template <class T>
 GemmFn<T> pick(const hddp::bench::Anchor& a);
@@ -127,7 +113,7 @@ void register_all(const char* prec, const std::vector<hddp::bench::Anchor>& anch
   for (const Shape& s : shapes)
     for (auto& [tname, t] : trans) add(tname, t.first, t.second, s.M, s.N, s.K, "");
   if (sizeof(T) == 4)  // the CNN trains in float
-    for (const NamedShape& c : kCnnShapes)
+    for (const hddp::bench::CnnProduct& c : kCnnProducts)
       add(std::string(c.ta == Trans::No ? "N" : "T") + (c.tb == Trans::No ? "N" : "T"), c.ta, c.tb, c.M, c.N, c.K,
           std::string("/") + c.name);
 }

@@ -2,6 +2,7 @@
 """The scaling study's raw outputs (bench/scaling/run.sh: OUT/raw/) as one CSV on stdout.
 
   collect.py RAW_DIR CPU_MODEL CPU_FM > scaling.csv
+  collect.py --md scaling.csv > scaling.md        (the table bench/RESULTS.md quotes)
 
 One row per workload and layout: the median over the repetitions of the program's own
 measure (GFLOP/s from bench_gemm, seconds from bench_elementwise, bench_layers and the drivers'
@@ -66,5 +67,17 @@ def collect(raw, cpu, fm):
         print(f'{w},{p},{t},{p * t},{unit},{v:.6g},{speedup:.4f},{speedup / (p * t):.4f},"{placement}","{cpu}","{fm}"')
 
 
+def table(path):
+    import csv
+    rows = list(csv.DictReader(open(path)))
+    print(f"CPU: {rows[0]['cpu_model']} ({rows[0]['cpu_family_model']})\n")
+    print("| workload | ranks x threads | measure | speed-up over 1 x 1 | efficiency |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        unit = "GFLOP/s" if r["unit"] == "gflops" else "s"
+        print(f"| {r['workload']} | {r['ranks']} x {r['threads']} | {float(r['value']):.4g} {unit} | "
+              f"{float(r['speedup']):.2f} | {100 * float(r['efficiency']):.0f} % |")
+
+
 if __name__ == "__main__":
-    collect(*sys.argv[1:4])
+    table(sys.argv[2]) if sys.argv[1] == "--md" else collect(*sys.argv[1:4])

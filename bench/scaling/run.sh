@@ -16,7 +16,8 @@
 #       LAYOUTS ("PxT ..." with P x T = CORES), REPS (5: runs of each driver measurement),
 #       MIN_TIME (0.5 s per Google Benchmark repetition), QUICK=1 (a smoke run: the test's)
 # Writes OUT/raw/ (every program's own JSON and a command line each), OUT/scaling.csv
-# (bench/scaling/collect.py: speed-up and efficiency against 1 rank x 1 thread) and
+# (bench/scaling/collect.py: speed-up and efficiency against 1 rank x 1 thread), OUT/scaling.md
+# (its table) and
 # OUT/scaling.pdf (bench/scaling/plots.gp). On a cluster: sbatch slurm/scaling.sbatch.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -36,7 +37,9 @@ if [ -z "${LAYOUTS:-}" ]; then
   while [ "$p" -le "$CORES" ]; do [ $((CORES % p)) -eq 0 ] && LAYOUTS+="${p}x$((CORES / p)) "; p=$((2 * p)); done
   [ $((CORES & (CORES - 1))) -eq 0 ] || LAYOUTS+="${CORES}x1"
 fi
-REPS="${REPS:-5}" MIN_TIME="${MIN_TIME:-0.5}" EPOCHS=400 LIMIT=12800 DATA="$OUT/fmnist"
+REPS="${REPS:-5}" MIN_TIME="${MIN_TIME:-0.5}" EPOCHS=400 LIMIT=12800
+DATA="$(mktemp -d)"  # the Fashion-MNIST subset the mnist step trains on, removed at the end
+trap 'rm -rf "$DATA"' EXIT
 if [ "${QUICK:-0}" = 1 ]; then REPS=1 MIN_TIME=0.05 EPOCHS=40 LIMIT=640; fi
 for p in bench/bench_gemm bench/bench_elementwise bench/bench_layers drivers/poly_train drivers/mnist_train; do
   [ -x "$BIN/$p" ] || { echo "scaling: no $BIN/$p: build first (bash scripts/test.sh, or cmake --build build)" >&2; exit 2; }
@@ -98,6 +101,7 @@ done
 rm -f "$OUT/raw/"{eval.csv,loss.csv,metrics.csv,confusion.csv}
 
 python3 "$ROOT/bench/scaling/collect.py" "$OUT/raw" "$CPU_MODEL" "$CPU_FM" >"$OUT/scaling.csv"
+python3 "$ROOT/bench/scaling/collect.py" --md "$OUT/scaling.csv" >"$OUT/scaling.md"
 if command -v gnuplot >/dev/null; then
   gnuplot -e "csv='$OUT/scaling.csv'; out='$OUT/scaling.pdf'; cpu='$CPU_MODEL ($CPU_FM)'" "$ROOT/bench/scaling/plots.gp"
 fi

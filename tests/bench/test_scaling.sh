@@ -33,6 +33,11 @@ print(f"scaling.csv: {len(rows)} rows")
 PY
 ls "$WORK/out/raw/"*.cmd >/dev/null 2>&1 || fail "no command lines kept"
 [ "$(head -c 4 "$WORK/out/scaling.pdf" 2>/dev/null)" = "%PDF" ] || fail "scaling.pdf is not a PDF"
+# scaling.md: one table row per CSV row, the CPU named; the data subset is not left in OUT.
+[ "$(grep -c '^| [A-Za-z_0-9]* | [0-9]' "$WORK/out/scaling.md")" -eq "$(($(wc -l <"$csv") - 1))" ] ||
+  fail "scaling.md rows != scaling.csv rows: $(cat "$WORK/out/scaling.md")"
+grep -q '^CPU: ' "$WORK/out/scaling.md" || fail "scaling.md names no CPU"
+[ ! -e "$WORK/out/fmnist" ] || fail "the Fashion-MNIST subset was left in the output folder"
 out=$(HDDP_BUILD_DIR="$WORK/nowhere" bash "$SRC/bench/scaling/run.sh" "$WORK/x" 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "build first" <<<"$out" || fail "a build without the programs: exit $rc: $out"
 [ "$failed" -eq 0 ] && echo "scaling: the study end to end: ok"

@@ -22,6 +22,20 @@ std::string error_of(F&& f) {
   return "no std::invalid_argument";
 }
 
+// What f() throws, with its kind: "invalid_argument: <message>", "other: <message>" (any other
+// std::exception), or "no exception".
+template <class F>
+std::string error_kind_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return std::string("invalid_argument: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("other: ") + e.what();
+  }
+  return "no exception";
+}
+
 // A file's bytes, and a file made of bytes (replaced).
 inline std::string slurp(const std::string& p) {
   std::ifstream in(p, std::ios::binary);

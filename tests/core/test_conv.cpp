@@ -17,6 +17,7 @@
 #include <hddp/core/layers.h>
 #include <hddp/core/model.h>
 #include "tests/common/gradcheck.h"
+#include "tests/common/testing.h"
 #include <hddp/core/rng.h>
 
 #ifndef HDDP_CORE_TEST_DATA
@@ -492,20 +493,9 @@ TEST(ConvLayers, NamesShapesAndFlops) {
             "Conv2d(3, 2, kernel_size=3, stride=1, bias=False)");
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return std::string("invalid_argument: ") + e.what();
-  } catch (const std::exception& e) {
-    return std::string("other: ") + e.what();
-  }
-  return "no exception";
-}
 
 #define EXPECT_ERROR_HAS(call, text) \
-  EXPECT_NE(error_of([&] { call; }).find(text), std::string::npos) << error_of([&] { call; })
+  EXPECT_NE(error_kind_of([&] { call; }).find(text), std::string::npos) << error_kind_of([&] { call; })
 
 TEST(ConvLayers, BadShapesNamedByLayer) {
   using S = Sequential<float>;

@@ -11,6 +11,7 @@
 #include <hddp/core/layers.h>
 #include <hddp/core/model.h>
 #include "tests/common/gradcheck.h"
+#include "tests/common/testing.h"
 #include <hddp/core/rng.h>
 #include <hddp/kernels/check.h>
 
@@ -269,19 +270,8 @@ TEST(Sequential, InitLikePyTorchLinear) {
   EXPECT_FALSE(std::equal(m.params(), m.params() + m.num_params(), other.params()));
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return std::string("invalid_argument: ") + e.what();
-  } catch (const std::exception& e) {
-    return std::string("other: ") + e.what();
-  }
-  return "no exception";
-}
 
-#define EXPECT_ERROR_HAS(call, text) EXPECT_NE(error_of([&] { call; }).find(text), std::string::npos) << error_of([&] { call; })
+#define EXPECT_ERROR_HAS(call, text) EXPECT_NE(error_kind_of([&] { call; }).find(text), std::string::npos) << error_kind_of([&] { call; })
 
 TEST(Sequential, BadInputNamesTheLayer) {
   Rng rng(1);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gemm_oracle.h"
+#include "bench/cnn_gemm_shapes.h"
 #include <hddp/kernels/gemm.h>
 #include <hddp/kernels/gemm_config.h>
 #include <hddp/kernels/gemm_backends.h>
@@ -117,17 +118,9 @@ TYPED_TEST(GemmTyped, EdgeSizesEachDimension) {
 // A Fashion-MNIST CNN's products through im2col, batch 64 (bench_gemm's conv* and fc1_* rows):
 // the forward passes Y = cols W^T (NT), the weight gradients dW += dY^T cols (TN, beta 1 as
 // gradient accumulation does; alpha 1 and beta 0 too) and the input gradients dcols = dY W (NN).
-struct NamedCase {
-  const char* name;
-  Trans ta, tb;
-  int64_t M, N, K;
-};
-constexpr NamedCase kCnnCases[] = {
-    {"conv1_fwd", Trans::No, Trans::Yes, 50176, 32, 9},   {"conv1_dw", Trans::Yes, Trans::No, 32, 9, 50176},
-    {"conv2_fwd", Trans::No, Trans::Yes, 12544, 64, 288}, {"conv2_dw", Trans::Yes, Trans::No, 64, 288, 12544},
-    {"conv2_dx", Trans::No, Trans::No, 12544, 288, 64},   {"fc1_fwd", Trans::No, Trans::Yes, 64, 128, 3136},
-    {"fc1_dx", Trans::No, Trans::No, 64, 3136, 128},      {"fc1_dw", Trans::Yes, Trans::No, 128, 3136, 64},
-};
+// The CNN's products (bench/cnn_gemm_shapes.h).
+using NamedCase = hddp::bench::CnnProduct;
+constexpr auto& kCnnCases = hddp::bench::kCnnProducts;
 
 TYPED_TEST(GemmTyped, ConvolutionShapes) {
   using T = TypeParam;
