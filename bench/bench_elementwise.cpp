@@ -1,4 +1,5 @@
-// The element-wise loops per kernel set beside a plain copy, one thread, in bytes moved per
+// The element-wise loops per kernel set beside a plain copy, one thread (and Adam and tanh
+// through the library's threaded entry points: adam/threaded, tanh/threaded), in bytes moved per
 // second: Adam (reads param, grad, m, v; writes param, m, v: 28 B per float), SGD with momentum
 // (20 B), tanh forward (8 B), the non-finite check (4 B), and a copy of the same floats
 // (std::memcpy, 8 B) as the bandwidth anchor. Sizes: 2^20 floats (4 MiB per array, in cache on
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <hddp/kernels/elementwise.h>
 #include <hddp/kernels/elementwise_isa.h>
 
 namespace {
@@ -64,6 +66,27 @@ void tanh(benchmark::State& st, const EltLoops<float>& k, int64_t n) {
   st.SetBytesProcessed(int64_t(st.iterations()) * n * 8);
 }
 
+// The library's own entry points, which split the loop over OMP_NUM_THREADS threads (the loops
+// above run on one): what the thread-scaling study times.
+void adam_threaded(benchmark::State& st, int64_t n) {
+  auto p = values(n, 0.5f), g = values(n, 0.01f), m = values(n, 0.0f), v = values(n, 0.001f);
+  int64_t step = 0;
+  for (auto _ : st) {
+    hddp::adam_update(n, p.data(), g.data(), m.data(), v.data(), ++step, hddp::AdamHyper{});
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * n * 28);
+}
+
+void tanh_threaded(benchmark::State& st, int64_t n) {
+  auto x = values(n, -0.3f), y = values(n, 0.0f);
+  for (auto _ : st) {
+    hddp::tanh_forward(n, x.data(), y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * n * 8);
+}
+
 void all_finite(benchmark::State& st, const EltLoops<float>& k, int64_t n) {
   auto x = values(n, 0.5f);
   for (auto _ : st) benchmark::DoNotOptimize(k.all_finite(n, x.data()));
@@ -83,6 +106,8 @@ std::string bench_name(const char* what, const char* set, int64_t n) {
 int main(int argc, char** argv) {
   for (int64_t n : {int64_t(1) << 20, int64_t(1) << 24}) {
     benchmark::RegisterBenchmark(bench_name("copy", "", n).c_str(), [n](benchmark::State& st) { copy(st, n); });
+    benchmark::RegisterBenchmark(bench_name("adam", "threaded", n).c_str(), [n](benchmark::State& st) { adam_threaded(st, n); });
+    benchmark::RegisterBenchmark(bench_name("tanh", "threaded", n).c_str(), [n](benchmark::State& st) { tanh_threaded(st, n); });
     for (const char* name : {"avx512", "avx2", "portable"}) {
       const EltKernels* set = hddp::detail::elementwise_by_name(name);
       if (!set) continue;  // this CPU cannot run it

@@ -71,7 +71,7 @@ for t in $THREADS; do
   # OpenBLAS is not timed here, but the variables that tune it stay out of every benchmark.
   note gemm-1x$t env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BIN/bench/bench_gemm" \
     --benchmark_filter='^gemm/hddp/s/(NN/1024x1024x1024|NT/256x4096x4096)/' "${gb[@]}" >"$OUT/raw/gemm-1x$t.json"
-  note elementwise-1x$t "$BIN/bench/bench_elementwise" --benchmark_filter='^(adam|tanh)/[a-z0-9]+/16777216$' \
+  note elementwise-1x$t "$BIN/bench/bench_elementwise" --benchmark_filter='^(adam|tanh)/threaded/16777216$' \
     "${gb[@]}" >"$OUT/raw/elementwise-1x$t.json"
   note layers-1x$t "$BIN/bench/bench_layers" --benchmark_filter='^step/wide/hddp/' "${gb[@]}" >"$OUT/raw/layers-1x$t.json"
 done
