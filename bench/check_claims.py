@@ -243,6 +243,36 @@ CLAIMS += [
     ("README.md", "run 1.08-6.32x the best of OpenBLAS", max(gemm_vs_best([".*"], 1, gemm_conv) + gemm_vs_best([".*"], 2, gemm_conv)), 6.32, 0.005),
 ]
 
+# Thread and rank scaling: the kept table is what bench/scaling/collect.py --md makes of
+# scaling.csv, its rows are in RESULTS, and each speed-up RESULTS quotes is the CSV's.
+sdir = os.path.join(AMD, "scaling")
+checks += 1
+kept = open(os.path.join(sdir, "scaling.md")).read()
+if subprocess.run([sys.executable, os.path.join(ROOT, "bench", "scaling", "collect.py"), "--md",
+                   os.path.join(sdir, "scaling.csv")], capture_output=True, text=True, check=True).stdout != kept:
+    failures.append(f"{sdir}/scaling.md: not what bench/scaling/collect.py --md makes of scaling.csv")
+checks += 1
+if any(l not in read("bench/RESULTS.md") for l in kept.splitlines() if l.startswith("| ") and "x" in l.split("|")[2]):
+    failures.append("bench/RESULTS.md lacks rows of bench/results/amd-epyc/scaling/scaling.md")
+sp = {(r["workload"], r["ranks"], r["threads"]): float(r["speedup"]) for r in csv.DictReader(open(os.path.join(sdir, "scaling.csv")))}
+for text, key in (("GEMM: {:.2f}x at 1024^3", ("sgemm_1024", "1", "2")),
+                  ("and {:.2f}x at the thin shape on 2 threads", ("sgemm_thin", "1", "2")),
+                  ("{:.2f}x on 2 threads alone (bench_layers)", ("mlp_step_bench", "1", "2")),
+                  ("{:.2f}x at 1 x 2 against", ("mlp_step", "1", "2")),
+                  ("against {:.2f}x at 2 x 1.", ("mlp_step", "2", "1")),
+                  ("**Adam: {:.2f}x on 2 threads**", ("adam_16Mi", "1", "2")),
+                  ("**tanh: {:.2f}x on 2 threads**", ("tanh_16Mi", "1", "2")),
+                  ("MLP step: {:.2f}x at 1 x 2", ("mnist_step", "1", "2"))):
+    checks += 1
+    if text.format(sp[key]) not in read("bench/RESULTS.md"):
+        failures.append(f"bench/RESULTS.md: '{text.format(sp[key])}' (from scaling.csv) is not in the text")
+for text, key in (("sgemm {:.2f}x on 2 threads", ("sgemm_1024", "1", "2")),
+                  ("MLP step {:.2f}x at 1 rank x 2 threads", ("mlp_step", "1", "2")),
+                  ("Adam {:.2f}x (memory-bound)", ("adam_16Mi", "1", "2"))):
+    checks += 1
+    if text.format(sp[key]) not in read("README.md"):
+        failures.append(f"README.md: '{text.format(sp[key])}' (from scaling.csv) is not in the text")
+
 # The two commands' wall times (bench/results/amd-epyc/suite/: the logs of the runs).
 import re
 suite = read("bench/results/amd-epyc/suite/test_sh_after.log")

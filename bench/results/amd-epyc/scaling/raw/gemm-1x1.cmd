@@ -1,0 +1,1 @@
+OMP_NUM_THREADS=1 OMP_PLACES=cores OMP_PROC_BIND=close env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /work/main/build/bench/bench_gemm --benchmark_filter=^gemm/hddp/s/(NN/1024x1024x1024|NT/256x4096x4096)/ --benchmark_repetitions=3 --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true --benchmark_format=json

@@ -1,0 +1,1 @@
+OMP_NUM_THREADS=1 OMP_PLACES=cores OMP_PROC_BIND=close /work/main/build/bench/bench_layers --benchmark_filter=^step/wide/hddp/ --benchmark_repetitions=3 --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true --benchmark_format=json

@@ -1,0 +1,1 @@
+OMP_NUM_THREADS=1 OMP_PLACES=cores OMP_PROC_BIND=close mpiexec -n 2 --oversubscribe --map-by slot:PE=1 --bind-to core -x OMP_NUM_THREADS -x OMP_PLACES -x OMP_PROC_BIND /work/main/build/drivers/poly_train --epochs 4000 --log-every 100000 --no-plot --out /work/main/bench/results/amd-epyc/scaling/raw --stats-json /work/main/bench/results/amd-epyc/scaling/raw/tutorial-2x1-2.jsonl
