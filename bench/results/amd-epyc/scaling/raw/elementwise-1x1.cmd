@@ -1,1 +1,1 @@
-OMP_NUM_THREADS=1 OMP_PLACES=cores OMP_PROC_BIND=close /work/main/build/bench/bench_elementwise --benchmark_filter=^(adam|tanh)/[a-z0-9]+/16777216$ --benchmark_repetitions=3 --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true --benchmark_format=json
+OMP_NUM_THREADS=1 OMP_PLACES=cores OMP_PROC_BIND=close /work/main/build/bench/bench_elementwise --benchmark_filter=^(adam|tanh)/threaded/16777216$ --benchmark_repetitions=3 --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true --benchmark_format=json
