@@ -1,6 +1,6 @@
 #pragma once
 // Helpers of the layer suites (header-only): random vectors from hddp's RNG and gradients
-// against central finite differences in double.
+// (one value, or a whole model's) against central finite differences in double.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <hddp/core/model.h>
 #include <hddp/core/rng.h>
 
 namespace hddp::testing_util {
@@ -40,6 +41,26 @@ double central_diff(F&& f, double* x, double h = 1e-6) {
 
 inline void expect_grad_near(double analytic, double numeric, const std::string& what) {
   EXPECT_NEAR(analytic, numeric, 1e-7 * (1 + std::fabs(numeric))) << what;
+}
+
+// Every gradient of a model against central differences of its MSE loss on (X, Y), batch B;
+// `stride` > 1 checks every stride-th parameter of layers with more than 1000. Returns the
+// gradients (of one backward from zero).
+inline std::vector<double> expect_model_gradient(Sequential<double>& m, std::vector<double> X,
+                                                 const std::vector<double>& Y, int64_t B, int64_t stride = 1) {
+  m.zero_grad();
+  m.forward(X.data(), B);
+  m.backward(Y.data());
+  const std::vector<double> g(m.grads(), m.grads() + m.num_params());
+  auto loss = [&] {
+    m.forward(X.data(), B);
+    return double(m.loss(Y.data()));
+  };
+  for (const ParamView& v : m.param_views())
+    for (int64_t k = 0; k < v.size(); k += (v.size() > 1000 ? stride : 1))
+      expect_grad_near(g[size_t(v.offset + k)], central_diff(loss, m.params() + v.offset + k),
+                       v.name + "[" + std::to_string(k) + "]");
+  return g;
 }
 
 }  // namespace hddp::testing_util

@@ -284,24 +284,6 @@ TEST(ConvGradient, MaxPool2dFiniteDifferences) {
   }
 }
 
-// Every gradient of a model, and the gradient of its input, against central differences of its
-// MSE loss; `stride` > 1 checks every stride-th parameter of layers with many.
-void expect_model_gradient(Sequential<double>& m, std::vector<double> X, const std::vector<double>& Y, int64_t B,
-                           int64_t stride = 1) {
-  m.zero_grad();
-  m.forward(X.data(), B);
-  m.backward(Y.data());
-  const std::vector<double> g(m.grads(), m.grads() + m.num_params());
-  auto loss = [&] {
-    m.forward(X.data(), B);
-    return double(m.loss(Y.data()));
-  };
-  for (const ParamView& v : m.param_views())
-    for (int64_t k = 0; k < v.size(); k += (v.size() > 1000 ? stride : 1))
-      expect_grad_near(g[size_t(v.offset + k)], central_diff(loss, m.params() + v.offset + k),
-                       v.name + "[" + std::to_string(k) + "]");
-}
-
 TEST(ConvGradient, SmallCnnOn28x28) {
   Rng rng(21);
   Sequential<double> m({1, 28, 28},

@@ -103,18 +103,7 @@ TEST(Sequential, MlpGradientMatchesFiniteDifferences) {
     const int64_t B = 6;
     Sequential<double> m(specs, /*max_batch=*/8, rng);
     auto X = randv(B * 3, 41), T = randv(B * 2, 42);
-    m.zero_grad();
-    m.forward(X.data(), B);
-    m.backward(T.data());
-    const std::vector<double> g(m.grads(), m.grads() + m.num_params());
-    auto loss = [&] {
-      m.forward(X.data(), B);
-      return double(m.loss(T.data()));
-    };
-    for (const ParamView& v : m.param_views())
-      for (int64_t k = 0; k < v.size(); ++k)
-        expect_grad_near(g[v.offset + k], central_diff(loss, m.params() + v.offset + k),
-                         v.name + "[" + std::to_string(k) + "]");
+    const std::vector<double> g = expect_model_gradient(m, X, T, B);
     // A second backward accumulates.
     m.forward(X.data(), B);
     m.backward(T.data());
