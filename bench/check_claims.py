@@ -58,23 +58,17 @@ def step_args(md):
     return [cpu, batch, reps, note]
 
 
-def mnist_args(md):
+def fashion_args(md, model):
+    """The arguments of bench/mnist/mnist_table.py (model "MLP") or cnn_table.py ("CNN") that
+    the kept table's first two lines name."""
     first, note = md.splitlines()[0], md.splitlines()[1]
-    cpu = first[len("CPU: "):first.index("; MLP ")]
-    width = first.split("784-")[1].split("-")[0]
+    cpu = first[len("CPU: "):first.index(f"; {model} ")]
     batch = first.split("batch ")[1].split(" ")[0]
     epochs = first.split("per rank, ")[1].split(" ")[0]
     reps = first.split("median of ")[1].split(" ")[0]
-    return [cpu, note, epochs, batch, width, reps]
-
-
-def cnn_args(md):
-    first, note = md.splitlines()[0], md.splitlines()[1]
-    cpu = first[len("CPU: "):first.index("; CNN ")]
-    batch = first.split("batch ")[1].split(" ")[0]
-    epochs = first.split("per rank, ")[1].split(" ")[0]
-    reps = first.split("median of ")[1].split(" ")[0]
-    return [cpu, note, epochs, batch, reps]
+    if model == "CNN":
+        return [cpu, note, epochs, batch, reps]
+    return [cpu, note, epochs, batch, first.split("784-")[1].split("-")[0], reps]
 
 
 def check_gemm_table(gdir):
@@ -119,8 +113,8 @@ check_gemm_table(os.path.join(RESULTS, "gemm"))
 check_gemm_table(os.path.join(AMD, "gemm_conv"))  # the CNN's products
 check_at_scale()
 check_table("step_vs_pytorch", "bench/step/step_table.py", step_args)
-check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", mnist_args)
-check_table("mnist_cnn_vs_pytorch", "bench/mnist/cnn_table.py", cnn_args, AMD)
+check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", lambda md: fashion_args(md, "MLP"))
+check_table("mnist_cnn_vs_pytorch", "bench/mnist/cnn_table.py", lambda md: fashion_args(md, "CNN"), AMD)
 
 # The medians the README quotes, from the raw rows.
 step = list(csv.DictReader(open(os.path.join(RESULTS, "step_vs_pytorch.csv"))))

@@ -329,22 +329,6 @@ class Quad final : public Layer<T> {
   int64_t n_ = 0;
 };
 
-// Every gradient of a model against central differences of its MSE loss.
-void expect_model_gradient(Sequential<double>& m, const std::vector<double>& X, const std::vector<double>& Y, int64_t B) {
-  m.zero_grad();
-  m.forward(X.data(), B);
-  m.backward(Y.data());
-  const std::vector<double> g(m.grads(), m.grads() + m.num_params());
-  auto loss = [&] {
-    m.forward(X.data(), B);
-    return m.loss(Y.data());
-  };
-  for (const ParamView& v : m.param_views())
-    for (int64_t k = 0; k < v.size(); ++k)
-      expect_grad_near(g[size_t(v.offset + k)], central_diff(loss, m.params() + v.offset + k),
-                       v.name + "[" + std::to_string(k) + "]");
-}
-
 TEST(LayerInterface, UserLayerTrainsInASequentialWithPyTorchNames) {
   Rng rng(7);
   Sequential<double> m({Linear(3, 4), layer<Quad>(), Tanh(), Linear(4, 2), layer<Quad>()}, 6, rng);

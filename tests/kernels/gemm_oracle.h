@@ -62,11 +62,12 @@ std::vector<T> run_and_check(GemmFn<T> fn, const GemmCase& c, uint64_t seed, ::t
   fn(c.ta, c.tb, c.M, c.N, c.K, T(c.alpha), d.A.data(), d.lda, d.B.data(), d.ldb, T(c.beta), C.data(), d.ldc);
   const long double eps = std::numeric_limits<T>::epsilon();
   *out = ::testing::AssertionSuccess();
-  // op(A) row by row; op(B) K x N (b) and N x K (bt).
-  std::vector<T> b(size_t(std::max<int64_t>(1, c.K * c.N))), bt(b.size()), a(size_t(std::max<int64_t>(1, c.K)));
+  // op(B) as the oracle reads it: K x N for float (b[k * N + j]), N x K for double (b[j * K + k]).
+  constexpr bool kRows = std::is_same_v<Acc, double>;
+  std::vector<T> b(size_t(std::max<int64_t>(1, c.K * c.N))), a(size_t(std::max<int64_t>(1, c.K)));
   for (int64_t j = 0; j < c.N; ++j)
     for (int64_t k = 0; k < c.K; ++k)
-      b[k * c.N + j] = bt[j * c.K + k] = c.tb == Trans::No ? d.B[k * d.ldb + j] : d.B[j * d.ldb + k];
+      b[kRows ? k * c.N + j : j * c.K + k] = c.tb == Trans::No ? d.B[k * d.ldb + j] : d.B[j * d.ldb + k];
   std::vector<Acc> acc(size_t(std::max<int64_t>(1, c.N))), mag(acc.size());
   for (int64_t i = 0; i < c.M; ++i) {
     for (int64_t j = c.N; j < d.ldc; ++j) {  // padding must be untouched
@@ -77,7 +78,7 @@ std::vector<T> run_and_check(GemmFn<T> fn, const GemmCase& c, uint64_t seed, ::t
       }
     }
     for (int64_t k = 0; k < c.K; ++k) a[k] = c.ta == Trans::No ? d.A[i * d.lda + k] : d.A[k * d.lda + i];
-    if constexpr (std::is_same_v<Acc, double>) {  // float: i-k-j over op(B)'s rows, vectorised
+    if constexpr (kRows) {  // float: i-k-j over op(B)'s rows, vectorised
       std::fill(acc.begin(), acc.end(), 0.0);
       std::fill(mag.begin(), mag.end(), 0.0);
       for (int64_t k = 0; k < c.K; ++k)
@@ -87,7 +88,7 @@ std::vector<T> run_and_check(GemmFn<T> fn, const GemmCase& c, uint64_t seed, ::t
           mag[j] += std::fabs(p);
         }
     } else for (int64_t j = 0; j < c.N; ++j) {  // double: long-double dot products
-      const T* bj = &bt[j * c.K];
+      const T* bj = &b[j * c.K];
       Acc s = 0, m = 0;
       for (int64_t k = 0; k < c.K; ++k) {
         const Acc p = Acc(a[k]) * Acc(bj[k]);
