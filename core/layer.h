@@ -35,7 +35,8 @@
 
 namespace hddp {
 
-// A per-sample shape ({features} or {C, H, W}) and its number of values.
+// A per-sample shape ({features} or {C, H, W}) and its number of values (an hddp::Error when
+// a dimension is negative or the product overflows).
 using Shape = std::vector<int64_t>;
 int64_t numel(const Shape& s);
 std::string to_string(const Shape& s);  // "(1, 28, 28)"

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/gemm.h>
 
@@ -105,11 +106,7 @@ void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* 
 HDDP_INSTANTIATE_LAYERS(float)
 HDDP_INSTANTIATE_LAYERS(double)
 
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+int64_t numel(const Shape& s) { return checked_product(s, "shape " + to_string(s)); }
 
 std::string to_string(const Shape& s) {
   std::string r = "(";

@@ -95,4 +95,46 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what, uint64_t limit) {
+  uint64_t r = 0;
+  HDDP_CHECK(!__builtin_mul_overflow(a, b, &r) && r <= limit,
+             what << ": " << a << " x " << b << " overflows (more than " << limit << ")");
+  return r;
+}
+
+uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what, uint64_t limit) {
+  uint64_t r = 0;
+  HDDP_CHECK(!__builtin_add_overflow(a, b, &r) && r <= limit,
+             what << ": " << a << " + " << b << " overflows (more than " << limit << ")");
+  return r;
+}
+
+int64_t checked_product(const std::vector<int64_t>& dims, const std::string& what, uint64_t limit) {
+  uint64_t n = 1;
+  for (int64_t d : dims) {
+    HDDP_CHECK(d >= 0, what << ": negative dimension " << d);
+    n = checked_mul(n, uint64_t(d), what, std::min<uint64_t>(limit, uint64_t(INT64_MAX)));
+  }
+  return int64_t(n);
+}
+
+std::string quote_input(std::string_view s, size_t max_bytes) {
+  static const char* hex = "0123456789abcdef";
+  std::string q = "'";
+  const size_t n = std::min(s.size(), max_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      q += char(c);
+    } else {
+      q += "\\x";
+      q += hex[c >> 4];
+      q += hex[c & 15];
+    }
+  }
+  q += "'";
+  if (n < s.size()) q += "... (" + std::to_string(s.size()) + " bytes)";
+  return q;
+}
+
 }  // namespace hddp

@@ -1,11 +1,12 @@
 #pragma once
 // Small helpers the whole tree shares, each defined once here (no MPI): an atomic file write,
 // a whole-file read, whether a path exists, the FNV-1a 64 hash, a median, elapsed seconds, a
-// string split.
+// string split, overflow-checked sizes and input quoted for a message.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hddp {
@@ -37,5 +38,20 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 // The fields of `s` between the separators, empty ones kept: n separators give n + 1 fields
 // ("a,,b" -> a, "", b; "a," -> a, ""), except that an empty string gives no fields at all.
 std::vector<std::string> split(const std::string& s, char sep);
+
+// Sizes read from a file are checked before they are trusted: every reader (IDX, NPY, CSV,
+// checkpoints, safetensors) and numel() multiply through these. `what` names the file and the
+// field ("train-images-idx3-ubyte: dimensions"); the error is an hddp::Error
+// "<what>: a x b overflows (more than <limit>)".
+uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what, uint64_t limit = UINT64_MAX);
+uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what, uint64_t limit = UINT64_MAX);
+// The product of dims (each >= 0; a negative one is an error), at most `limit`.
+int64_t checked_product(const std::vector<int64_t>& dims, const std::string& what,
+                        uint64_t limit = uint64_t(INT64_MAX));
+
+// Input quoted for an error message: at most max_bytes of s between single quotes, every byte
+// outside printable ASCII (and the quote and backslash) escaped as \xNN, and, when cut,
+// "... (N bytes)". Messages go to every rank and to logs: a 4 GiB header is never copied whole.
+std::string quote_input(std::string_view s, size_t max_bytes = 200);
 
 }  // namespace hddp
