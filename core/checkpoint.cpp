@@ -35,8 +35,10 @@ const std::string& get_bytes(const Meta& meta, const std::string& path, const st
 
 }  // namespace
 
+std::string previous_checkpoint(const std::string& path) { return path + ".prev"; }
+
 void save_checkpoint(const std::string& path, const ParamArena<float>& params, Optimizer<float>& opt,
-                     const TrainState& st) {
+                     const TrainState& st, CheckpointWrite how) {
   HDDP_CHECK_ARG(st.world_size >= 1 && st.world_size <= kMaxWorldSize,
                  "save_checkpoint: world size " << st.world_size << " outside [1, " << kMaxWorldSize << "]");
   HDDP_CHECK_ARG(st.step >= 0, "save_checkpoint: negative step " << st.step);
@@ -62,7 +64,12 @@ void save_checkpoint(const std::string& path, const ParamArena<float>& params, O
                                                                     << kMaxIdName << " bytes");
     meta[kRecPrefix + name] = value;
   }
-  save_state<float>(path, params, &opt, meta);
+  AtomicWriteOptions w;
+  w.keep_previous = how.keep_previous ? previous_checkpoint(path) : "";
+  w.remove_stale = true;
+  // Test hooks (HDDP_TEST_PAUSE): a write stopped half-way, or between the two renames.
+  w.at = [](const char* moment) { test_pause((std::string("checkpoint-") + moment).c_str()); };
+  write_file_atomic(path, encode_state<float>(path, params, &opt, meta), w);
 }
 
 Checkpoint read_checkpoint(const std::string& path) { return parse_checkpoint(read_file(path), path); }

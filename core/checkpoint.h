@@ -5,6 +5,18 @@
 // file, fsync, rename, directory fsync). Rank 0 writes it after gathering the other ranks'
 // state.
 //
+// Files. A checkpoint at PATH lives in up to three files beside each other:
+//   PATH           the newest checkpoint
+//   PATH.prev      the one before it (previous_checkpoint): each save renames PATH there once
+//                  the new file is complete on disk, then renames the new file to PATH. At every
+//                  instant PATH or PATH.prev is a complete checkpoint (between the two renames
+//                  only PATH.prev is), so a crash, kill -9 or power loss during a save leaves
+//                  one to resume from (train/run_file.h falls back to PATH.prev, with a
+//                  warning naming both, when PATH is missing, truncated or fails its checksum).
+//   PATH.tmp.<pid> the save under way, created exclusively (O_EXCL | O_NOFOLLOW: a link
+//                  planted at that name is never followed); a killed writer's is removed by
+//                  the next save and when a run starts (remove_stale_temporaries).
+//
 // Contents. What save_state writes:
 //   tensors   one per model parameter ("0.weight", "0.bias", ...; name and shape), then one
 //             "optim.<buffer>" (1 x n) per optimizer state buffer (Adam: exp_avg, exp_avg_sq;
@@ -59,11 +71,22 @@ struct TrainState {
   std::map<std::string, std::string> records;   // name -> bytes (stored as ckpt.rec.<name>)
 };
 
-// Writes params, the optimizer's state and `state` to path (atomically). Throws
-// std::invalid_argument for an inconsistent state (sizes, all-zero RNG state, identity
-// names), hddp::Error if the file cannot be written.
+// Where the previous generation of the checkpoint at path is kept: path + ".prev".
+std::string previous_checkpoint(const std::string& path);
+
+struct CheckpointWrite {
+  // Rename the file at path to previous_checkpoint(path) before the new one replaces it. Off
+  // when path holds a damaged file while the .prev is the good one (a resume fell back to it):
+  // the damaged file is then replaced, the good one kept.
+  bool keep_previous = true;
+};
+
+// Writes params, the optimizer's state and `state` to path (atomically, the previous file kept
+// as described above, stale temporaries of path removed). Throws std::invalid_argument for an
+// inconsistent state (sizes, all-zero RNG state, identity names), hddp::Error if the file
+// cannot be written.
 void save_checkpoint(const std::string& path, const ParamArena<float>& params, Optimizer<float>& opt,
-                     const TrainState& state);
+                     const TrainState& state, CheckpointWrite how = {});
 
 struct Checkpoint {
   TensorFile file;   // parameters and optimizer state, as read

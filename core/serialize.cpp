@@ -81,8 +81,8 @@ std::vector<uint64_t> decode_u64s(const std::string& bytes, const std::string& w
   return v;
 }
 
-void write_tensor_file(const std::string& path, DType dtype, const std::vector<TensorRef>& tensors,
-                       const Meta& meta) {
+std::string encode_tensor_file(const std::string& path, DType dtype, const std::vector<TensorRef>& tensors,
+                               const Meta& meta) {
   HDDP_CHECK_ARG(dtype == DType::Float32 || dtype == DType::Float64, "write_tensor_file: unknown dtype");
   const size_t es = dtype_size(dtype);
   std::set<std::string> names;
@@ -123,7 +123,12 @@ void write_tensor_file(const std::string& path, DType dtype, const std::vector<T
   const uint64_t total = out.size() + kChecksumBytes;
   std::memcpy(out.data() + 8, &total, 8);
   put(out, fnv1a64(out.data(), out.size()));
-  write_file_atomic(path, out);
+  return out;
+}
+
+void write_tensor_file(const std::string& path, DType dtype, const std::vector<TensorRef>& tensors,
+                       const Meta& meta) {
+  write_file_atomic(path, encode_tensor_file(path, dtype, tensors, meta));
 }
 
 TensorFile read_tensor_file(const std::string& path) { return parse_tensor_file(read_file(path), path); }
@@ -193,7 +198,7 @@ TensorFile parse_tensor_file(const std::string& buf, const std::string& path) {
 }
 
 template <class T>
-void save_state(const std::string& path, const ParamArena<T>& params, Optimizer<T>* opt, const Meta& extra) {
+std::string encode_state(const std::string& path, const ParamArena<T>& params, Optimizer<T>* opt, const Meta& extra) {
   std::vector<TensorRef> tensors;
   for (size_t i = 0; i < params.num_tensors(); ++i) {
     const ParamView& v = params.view(i);
@@ -212,7 +217,12 @@ void save_state(const std::string& path, const ParamArena<T>& params, Optimizer<
     meta["hddp.optim.kind"] = opt->kind();
     meta["hddp.optim.steps"] = encode_u64s({uint64_t(opt->steps())});
   }
-  write_tensor_file(path, dtype_of<T>(), tensors, meta);
+  return encode_tensor_file(path, dtype_of<T>(), tensors, meta);
+}
+
+template <class T>
+void save_state(const std::string& path, const ParamArena<T>& params, Optimizer<T>* opt, const Meta& extra) {
+  write_file_atomic(path, encode_state(path, params, opt, extra));
 }
 
 template <class T>
@@ -288,6 +298,8 @@ void load_state(const TensorFile& f, const std::string& path, ParamArena<T>& par
   }
 }
 
+template std::string encode_state<float>(const std::string&, const ParamArena<float>&, Optimizer<float>*, const Meta&);
+template std::string encode_state<double>(const std::string&, const ParamArena<double>&, Optimizer<double>*, const Meta&);
 template void save_state<float>(const std::string&, const ParamArena<float>&, Optimizer<float>*, const Meta&);
 template void save_state<double>(const std::string&, const ParamArena<double>&, Optimizer<double>*, const Meta&);
 template void load_state<float>(const std::string&, ParamArena<float>&, Optimizer<float>*, Meta*);

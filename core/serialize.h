@@ -22,8 +22,10 @@
 //   size-8  8     u64 checksum: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
 //                 0x100000001b3) of every byte before it
 //
-// Writes go to "<path>.tmp.<pid>", are fsync'ed, then renamed over <path> (and the directory
-// fsync'ed): a crash leaves either the old file or the new one, never a torn one.
+// Writes go to "<path>.tmp.<pid>" (created exclusively, never through a link planted there),
+// are fsync'ed, then renamed over <path> (and the directory fsync'ed): a crash leaves either
+// the old file or the new one, never a torn one (write_file_atomic, core/util.h). Training
+// checkpoints also keep the previous file (core/checkpoint.h).
 // Reads refuse, with hddp::Error naming the file and the problem: a wrong magic, an unknown
 // version or flags, a size that differs from the recorded one (truncated or trailing bytes),
 // a checksum mismatch, and any descriptor that does not fit the file.
@@ -74,6 +76,9 @@ struct TensorFile {
 // the file cannot be written.
 void write_tensor_file(const std::string& path, DType dtype, const std::vector<TensorRef>& tensors,
                        const Meta& meta);
+// The file's bytes, as write_tensor_file writes them (path only names it in messages).
+std::string encode_tensor_file(const std::string& path, DType dtype, const std::vector<TensorRef>& tensors,
+                               const Meta& meta);
 TensorFile read_tensor_file(const std::string& path);
 // The same from the file's bytes, already read (path only names it in messages): a file read
 // once and sent to every rank parses the same everywhere.
@@ -86,6 +91,10 @@ TensorFile parse_tensor_file(const std::string& bytes, const std::string& path);
 template <class T>
 void save_state(const std::string& path, const ParamArena<T>& params, Optimizer<T>* opt = nullptr,
                 const Meta& extra = {});
+// The bytes save_state writes (path only names it in messages).
+template <class T>
+std::string encode_state(const std::string& path, const ParamArena<T>& params, Optimizer<T>* opt = nullptr,
+                         const Meta& extra = {});
 // load_state checks everything before touching anything: dtype, every parameter's name and
 // shape (no missing or extra ones), and with opt: the kind, the state buffers and their sizes.
 // On any mismatch it throws hddp::Error naming the file and the difference, and params/opt

@@ -30,6 +30,38 @@ std::string agree_on_error(const mpi::Env& env, const std::string& err) {
   return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
 }
 
+namespace {
+
+constexpr int64_t kChunk = int64_t(1) << 30;  // MPI counts are int
+
+// A string from `root` to every rank (its length first), every wait through the watchdog: a
+// rank that never arrives ends the job with the stall exit code instead of hanging it.
+std::string watched_bcast_string(const mpi::Env& env, Watchdog& watchdog, std::string s, int root, const char* what) {
+  int64_t len = int64_t(s.size());
+  MPI_Request req;
+  HDDP_MPI(MPI_Ibcast(&len, 1, MPI_INT64_T, root, env.comm(), &req));
+  watchdog.wait(&req, what);
+  s.resize(size_t(len));
+  for (int64_t at = 0; at < len; at += kChunk) {
+    HDDP_MPI(MPI_Ibcast(s.data() + at, int(std::min(kChunk, len - at)), MPI_CHAR, root, env.comm(), &req));
+    watchdog.wait(&req, what);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string agree_on_error(const mpi::Env& env, Watchdog& watchdog, const std::string& err) {
+  const int mine = err.empty() ? env.size() : env.rank();
+  int first = 0;
+  MPI_Request req;
+  HDDP_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, env.comm(), &req));
+  watchdog.wait(&req, "the ranks' agreement on the start-up");
+  if (first == env.size()) return "";
+  const std::string msg = watched_bcast_string(env, watchdog, err, first, "the ranks' agreement on the start-up");
+  return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
+}
+
 int finish_together(const mpi::Env& env, Watchdog& watchdog, Exit code) {
   std::fflush(stdout);
   std::fflush(stderr);
@@ -64,27 +96,28 @@ std::vector<float> decode_floats(const std::string& bytes, const std::string& wh
 std::string encode_doubles(const std::vector<double>& v) { return encode(v); }
 std::vector<double> decode_doubles(const std::string& bytes, const std::string& what) { return decode<double>(bytes, what); }
 
-std::string load_weights_everywhere(const mpi::Env& env, const std::string& path, ParamArena<float>& params,
-                                    const std::string& flag) {
+std::string load_weights_everywhere(const mpi::Env& env, Watchdog& watchdog, const std::string& path,
+                                    ParamArena<float>& params, const std::string& flag) {
   std::string bytes, err;
   if (env.root()) try {
+      test_pause("init-read");
       bytes = read_file(path);
     } catch (const Error& e) {
       err = flag + ": " + user_message(e.what());
     }
-  err = mpi::bcast_string(err, 0, env.comm());
+  err = watched_bcast_string(env, watchdog, err, 0, "the broadcast of the --init weights");
   if (!err.empty()) return err;
-  bytes = mpi::bcast_string(std::move(bytes), 0, env.comm());
+  bytes = watched_bcast_string(env, watchdog, std::move(bytes), 0, "the broadcast of the --init weights");
   try {
     load_weights(parse_safetensors(bytes, path), path, params);
   } catch (const Error& e) {
     err = flag + ": " + user_message(e.what());
   }
-  return agree_on_error(env, err);
+  return agree_on_error(env, watchdog, err);
 }
 
 RunFile::RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options)
-    : env_(env), watchdog_(watchdog), o_(std::move(options)) {
+    : env_(env), watchdog_(watchdog), o_(std::move(options)), from_(o_.path) {
   watchdog_.set_note([this] {
     const std::string k = kept_note();
     return k + (k.rfind("; ", 0) == 0 ? ": continue with --resume" : "");
@@ -93,30 +126,59 @@ RunFile::RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options
 
 RunFile::~RunFile() { watchdog_.set_note(nullptr); }
 
-// Rank 0: the checks that need no file contents, then the file's bytes (none when there is no
-// file to resume from).
-std::string RunFile::check_and_read(std::string& bytes, bool& read) const {
+// Rank 0: the checks that need no file contents, stale temporaries removed, then the bytes of
+// the checkpoint to resume from (none when there is none): the newest when it is a well-formed
+// checkpoint, else the previous one, with a warning naming both.
+std::string RunFile::check_and_read(std::string& bytes, bool& read) {
   const std::string& path = o_.path;
+  const std::string prev = previous_checkpoint(path);
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const bool exists = file_exists(path);
+  const bool have_newest = file_exists(path), have_prev = file_exists(prev);
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     return o_.flag + ": cannot write into directory '" + dir + "': " + std::strerror(errno);
-  if (exists && !o_.resume)
-    return o_.flag + ": '" + path + "' exists; pass --resume to continue from it, or remove it to start over";
-  if (!exists) return "";
-  try {
-    bytes = read_file(path);
+  if ((have_newest || have_prev) && !o_.resume)
+    return o_.flag + ": '" + (have_newest ? path : prev) +
+           "' exists; pass --resume to continue from it, or remove it to start over";
+  // Nothing of this run writes yet: every temporary of the path is a killed writer's.
+  for (const std::string& t : remove_stale_temporaries(path, true))
+    std::fprintf(stderr, "%s: removed '%s', left by an interrupted checkpoint write\n", o_.flag.c_str(), t.c_str());
+  if (!have_newest && !have_prev) return "";
+  test_pause("resume-read");
+  // A file is usable when it reads and parses as a checkpoint (format, checksum, entries);
+  // whether it fits this run is decided by every rank in restore().
+  auto usable = [](const std::string& file, std::string& out, std::string& why) {
+    try {
+      out = read_file(file);
+      parse_checkpoint(out, file);
+      return true;
+    } catch (const Error& e) {
+      why = user_message(e.what());
+      return false;
+    }
+  };
+  std::string why_newest = "'" + path + "' is missing (a save was interrupted between its two renames)", why_prev;
+  if (have_newest && usable(path, bytes, why_newest)) {
     read = true;
-  } catch (const Error& e) {
-    return "--resume: cannot use checkpoint: " + user_message(e.what());
+    return "";
   }
+  if (!have_prev) return "--resume: cannot use checkpoint: " + why_newest;
+  if (!usable(prev, bytes, why_prev))
+    return "--resume: cannot use checkpoint '" + path + "' nor the previous one '" + prev + "': " + why_newest +
+           "; " + why_prev;
+  read = true;
+  from_ = prev;
+  // A damaged newest is replaced by the next save, which keeps the good previous one.
+  keep_previous_ = !have_newest;
+  std::fprintf(stderr, "%s: warning: %s; resuming from the previous checkpoint '%s'\n", o_.flag.c_str(),
+               why_newest.c_str(), prev.c_str());
+  std::fflush(stderr);
   return "";
 }
 
 // Every rank, from the same bytes: the same checks, the same verdict.
 std::string RunFile::restore(const std::string& bytes, ParamArena<float>& params, Optimizer<float>& opt, Rng* rng) {
-  const std::string& path = o_.path;
+  const std::string& path = from_;
   try {
     const Checkpoint c = parse_checkpoint(bytes, path);
     const std::string diff = identity_diff(c.state, env_.size(), o_.identity);
@@ -140,17 +202,23 @@ std::string RunFile::restore(const std::string& bytes, ParamArena<float>& params
 
 std::string RunFile::resume(ParamArena<float>& params, Optimizer<float>& opt, Rng* rng) {
   if (o_.path.empty()) return "";
-  const MPI_Comm comm = env_.comm();
+  // Every collective here waits through the watchdog: a rank that never arrives (stopped, hung
+  // on the file system) ends the job with the stall exit code, as in a step.
   std::string bytes, err;
   bool read = false;
   if (env_.root()) err = check_and_read(bytes, read);
-  err = mpi::bcast_string(err, 0, comm);
+  err = watched_bcast_string(env_, watchdog_, err, 0, "the resume's check of the checkpoint");
   if (!err.empty()) return err;
-  int have = read ? 1 : 0;
-  HDDP_MPI(MPI_Bcast(&have, 1, MPI_INT, 0, comm));
-  if (!have) return "";  // no checkpoint yet: start from scratch
-  bytes = mpi::bcast_string(std::move(bytes), 0, comm);
-  return agree_on_error(env_, restore(bytes, params, opt, rng));
+  // The file to resume from ("" for none: start from scratch), then its bytes.
+  from_ = watched_bcast_string(env_, watchdog_, read ? from_ : "", 0, "the resume's check of the checkpoint");
+  if (from_.empty()) {
+    from_ = o_.path;
+    return "";
+  }
+  bytes = watched_bcast_string(env_, watchdog_, std::move(bytes), 0, "the resume's broadcast of the checkpoint");
+  err = agree_on_error(env_, watchdog_, restore(bytes, params, opt, rng));
+  if (err.empty()) kept_ = from_;
+  return err;
 }
 
 bool RunFile::finite(const ParamArena<float>& params, Optimizer<float>& opt) {
@@ -175,19 +243,21 @@ void RunFile::save(int64_t steps_done, const ParamArena<float>& params, Optimize
     st.step = steps_done, st.world_size = size, st.identity = o_.identity, st.records = records;
     st.rng.resize(rng ? size_t(size) : 0);
     for (size_t r = 0; r < st.rng.size(); ++r) std::copy(all.begin() + 4 * r, all.begin() + 4 * r + 4, st.rng[r].begin());
-    save_checkpoint(o_.path, params, opt, st);
+    save_checkpoint(o_.path, params, opt, st, {.keep_previous = keep_previous_});
+    keep_previous_ = true;
   }
   // Every rank learns that the file is written (a stall report, from any rank, names the
   // checkpoint kept; a file system that hangs rank 0 here is a stall like any other).
   HDDP_MPI(MPI_Ibarrier(env_.comm(), &req));
   watchdog_.wait(&req, "rank 0's checkpoint write");
   saved_step_ = steps_done;
+  kept_ = o_.path;
 }
 
 std::string RunFile::kept_note() const {
   if (o_.path.empty()) return " (no " + o_.flag + ")";
-  if (saved_step_ == start_ && !file_exists(o_.path)) return " (no checkpoint written yet)";
-  return "; the last checkpoint '" + o_.path + "' (" + std::to_string(saved_step_) + " " + o_.unit + ") is kept";
+  if (kept_.empty()) return " (no checkpoint written yet)";
+  return "; the last checkpoint '" + kept_ + "' (" + std::to_string(saved_step_) + " " + o_.unit + ") is kept";
 }
 
 }  // namespace hddp

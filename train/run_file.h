@@ -7,13 +7,25 @@
 //   for (step = run.start(); ...) { ...; if (due) run.save(step + 1, model.arena(), opt, &rng, records); }
 //
 // resume() is one explicit operation: rank 0 checks the path (its directory writable; an
-// existing file needs resume = true) and reads the file; every rank receives the same bytes and
-// restores from them the parameters, the optimizer state and, when given, its own RNG state. A
-// checkpoint of another run (identity or rank count) or one past total_steps is refused naming
-// what differs. Without a file it starts from scratch (start() == 0), so a job script can
-// always pass --resume. save() gathers every rank's RNG state and writes parameters, optimizer
-// state and rank 0's records; every rank learns that the file is written. Non-finite state is
-// never saved (finite()).
+// existing file needs resume = true), removes the temporaries a killed save left
+// (PATH.tmp.<pid>) and reads the file; every rank receives the same bytes and restores from
+// them the parameters, the optimizer state and, when given, its own RNG state. A checkpoint of
+// another run (identity or rank count) or one past total_steps is refused naming what differs.
+// Without a file it starts from scratch (start() == 0), so a job script can always pass
+// --resume. save() gathers every rank's RNG state and writes parameters, optimizer state and
+// rank 0's records; every rank learns that the file is written. Non-finite state is never
+// saved (finite()).
+//
+// Files (core/checkpoint.h): PATH the newest checkpoint, PATH.prev the one before it (every
+// save keeps it), PATH.tmp.<pid> a save under way. When PATH is missing, truncated or fails
+// its checksum (a crash during a save, a damaged disk), resume() uses PATH.prev, and rank 0
+// warns naming both files ("--checkpoint: warning: 'run.ckpt': checksum mismatch ...;
+// resuming from the previous checkpoint 'run.ckpt.prev'"); the next save then replaces the
+// damaged PATH and keeps PATH.prev. Both unusable: an error naming both. Whether a file fits
+// this run (identity, model) is not a reason to fall back: another run's file is refused.
+//
+// Every collective of resume() and of load_weights_everywhere() waits through the watchdog,
+// like a step's: a rank that never arrives ends the job with the stall exit code.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -67,7 +79,7 @@ class RunFile {
   std::string kept_note() const;
 
  private:
-  std::string check_and_read(std::string& bytes, bool& read) const;  // rank 0
+  std::string check_and_read(std::string& bytes, bool& read);  // rank 0
   std::string restore(const std::string& bytes, ParamArena<float>& params, Optimizer<float>& opt, Rng* rng);
 
   const mpi::Env& env_;
@@ -75,17 +87,22 @@ class RunFile {
   RunFileOptions o_;
   int64_t start_ = 0, saved_step_ = 0;
   std::map<std::string, std::string> records_;
+  std::string from_;                // the file resumed from: path, or path.prev after a fallback
+  std::string kept_;                // the checkpoint on disk now ("" : none written or resumed)
+  bool keep_previous_ = true;       // rank 0: the next save keeps PATH as PATH.prev
 };
 
-// --init FILE (collective): rank 0 reads safetensors weights, every rank parses the same bytes
-// and loads them into params (core/safetensors.h). "" or the error, the same on every rank;
-// params are unchanged then.
-std::string load_weights_everywhere(const mpi::Env& env, const std::string& path, ParamArena<float>& params,
-                                    const std::string& flag = "--init");
+// --init FILE (collective, every wait through the watchdog): rank 0 reads safetensors weights,
+// every rank parses the same bytes and loads them into params (core/safetensors.h). "" or the
+// error, the same on every rank; params are unchanged then.
+std::string load_weights_everywhere(const mpi::Env& env, Watchdog& watchdog, const std::string& path,
+                                    ParamArena<float>& params, const std::string& flag = "--init");
 
 // A verdict every rank reached on its own (each read a file, say), collective: "" when all
 // succeeded, else the first failing rank's message, prefixed with its rank when it is not 0.
+// The first form before the watchdog exists (reading the data); the second waits through it.
 std::string agree_on_error(const mpi::Env& env, const std::string& err);
+std::string agree_on_error(const mpi::Env& env, Watchdog& watchdog, const std::string& err);
 
 // Ends a run on every rank together (collective): stdio flushed, then a barrier through the
 // watchdog, so every rank has printed and rank 0 has written before any rank exits (mpiexec

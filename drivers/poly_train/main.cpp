@@ -168,10 +168,11 @@ int run(Env& env, const Options& o) {
   }
   Sampler sampler(o, scale, rank, size);
 
-  // The stall watchdog (--timeout): every collective of a step waits through it.
+  // The stall watchdog (--timeout): every collective of a step, of --init and of the resume
+  // waits through it.
   hddp::Watchdog watchdog(env.comm(), hddp::WatchdogOptions{.timeout_s = o.timeout, .exit_code = hddp::code(hddp::Exit::Stall)});
   if (!o.init.empty())  // the starting weights (every rank loads the same file), then resume or not
-    if (const std::string err = hddp::load_weights_everywhere(env, o.init, model.arena()); !err.empty())
+    if (const std::string err = hddp::load_weights_everywhere(env, watchdog, o.init, model.arena()); !err.empty())
       return usage_error(env, err);
   hddp::RunFile run_file(env, watchdog, {.path = o.checkpoint, .resume = o.resume, .identity = run_identity(o, model),
                                          .total_steps = o.epochs, .unit = "epochs"});
