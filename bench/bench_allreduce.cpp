@@ -496,7 +496,7 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
   auto step = [&](Runner& r) {
     const auto t0 = Clock::now();
     r.model->zero_grad();
-    r.model->forward(x.data(), batch);
+    r.model->forward(x, batch);
     benchmark::DoNotOptimize(r.model->loss(y.data()));
     if (r.ddp) r.ddp->backward(y.data());
     else r.model->backward(y.data());

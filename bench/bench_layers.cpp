@@ -53,7 +53,7 @@ void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
   float loss = 0;
   for (auto _ : state) {
     model.zero_grad();
-    model.forward(x.data(), cfg.batch);
+    model.forward(x, cfg.batch);
     loss = model.loss(y.data());
     model.backward(y.data());
     adam.step(model.params(), model.grads());

@@ -148,22 +148,21 @@ std::pair<int64_t, int64_t> Sequential<T>::layer_param_range(size_t i) const {
 }
 
 template <class T>
-const T* Sequential<T>::forward(const T* X, int64_t batch, int64_t features) {
-  HDDP_CHECK_ARG(features == in_features(),
-                 "Sequential::forward: " << layer_name(0) << " expects " << in_features()
-                                         << " input features, got " << features);
-  return forward(X, batch);
-}
-
-template <class T>
-const T* Sequential<T>::forward(const T* X, int64_t batch) {
+const T* Sequential<T>::forward(std::span<const T> X, int64_t batch) {
   HDDP_CHECK_ARG(batch > 0 && batch <= max_batch_,
                  "Sequential::forward: " << layer_name(0) << ": batch " << batch
                                          << " is outside [1, max_batch=" << max_batch_ << "]");
-  HDDP_CHECK_ARG(X, "Sequential::forward: " << layer_name(0) << ": input is null");
+  HDDP_CHECK_ARG(X.data(), "Sequential::forward: " << layer_name(0) << ": input is null");
+  HDDP_CHECK_ARG(X.size() == size_t(batch * in_features()),
+                 "Sequential::forward: " << layer_name(0) << " takes samples of shape " << to_string(input_shape())
+                                         << " (" << in_features() << " values): a batch of " << batch << " is "
+                                         << batch * in_features() << " values, the input holds " << X.size()
+                                         << (X.size() % size_t(batch) == 0
+                                                 ? " (" + std::to_string(X.size() / size_t(batch)) + " per sample)"
+                                                 : std::string()));
   batch_ = 0;  // invalid until the whole forward is done
   T* w = work_.data();
-  std::memcpy(w, X, sizeof(T) * size_t(batch * in_features()));
+  std::memcpy(w, X.data(), sizeof(T) * X.size());
   Forward<T> f;
   f.batch = batch, f.scratch = w + scratch_off_, f.training = training_;
   for (size_t i = 0; i < slots_.size(); ++i) {

@@ -4,7 +4,7 @@
 //
 //   Sequential<float> model({Linear(1, 20), Linear(20, 1, false), Tanh()}, /*max_batch=*/32, rng);
 //   model.zero_grad();
-//   const float* y = model.forward(x, 32);   // 32 x 1
+//   const float* y = model.forward(x, 32);   // x: 32 x 1 values; y: 32 x 1
 //   float l = model.loss(target);            // MSE, mean over 32 x 1 values
 //   model.backward(target);                  // gradients += into model.grads()
 //   adam.step(model.params(), model.grads());
@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,12 +74,13 @@ class Sequential final : public Module<T> {
   // Each layer's reset_parameters, in forward order, from one stream (PyTorch's defaults).
   void reset_parameters(Rng& rng);
 
-  // Forward of `batch` samples of X (batch x in_features(), row-major; copied, so X need not
-  // outlive the call). Returns the output (batch x out_features()), valid until the next
-  // forward. Throws std::invalid_argument if batch is not in [1, max_batch()]; the second
-  // form also checks the caller's row width against the input shape.
-  const T* forward(const T* X, int64_t batch);
-  const T* forward(const T* X, int64_t batch, int64_t in_features);
+  // Forward of `batch` samples: X holds exactly batch x in_features() values, row-major (copied,
+  // so X need not outlive the call). Returns the output (batch x out_features()), valid until
+  // the next forward. Throws std::invalid_argument if batch is not in [1, max_batch()] or X's
+  // size is not batch x in_features() (data of another sample shape: a 14 x 14 image handed to
+  // a model of 28 x 28 inputs), naming both shapes. A buffer sized for max_batch() passes its
+  // first rows: model.forward(std::span(x).first(rows * model.in_features()), rows).
+  const T* forward(std::span<const T> X, int64_t batch);
 
   // MSE (mean over batch x out_features values) of the last forward's output against target.
   T loss(const T* target) const;

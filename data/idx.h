@@ -20,16 +20,22 @@ struct IdxArray {
 // Parses an IDX array of unsigned bytes from its (already decompressed) bytes. Throws
 // hddp::Error naming `name` and what is wrong: shorter than its header, a bad magic (the first
 // two bytes not zero), a type other than unsigned byte, 0 or more than 4 dimensions, a zero
-// dimension, data shorter (truncated) or longer (trailing bytes) than the dimensions say.
+// dimension, dimensions whose product overflows or passes 1 TiB (checked as they are
+// multiplied), data shorter (truncated) or longer (trailing bytes) than the dimensions say.
 // Takes the bytes over: the header is cut off in place, no second copy of the data.
 IdxArray parse_idx(std::string bytes, const std::string& name);
 
 // The file's bytes, gunzip'd through zlib when it is gzip'd (a plain file passes through).
-// Throws hddp::Error naming the path: missing or unreadable, a corrupt or truncated gzip stream.
-// The buffer is sized once from the gzip trailer (the uncompressed size), not grown by doubling.
-std::string read_maybe_gzip(const std::string& path);
+// Throws hddp::Error naming the path: missing or unreadable, a corrupt or truncated gzip
+// stream, more than max_bytes of output (decompression stops there: a gzip bomb costs
+// max_bytes, not its whole output). Nothing is reserved from a size the file claims.
+std::string read_maybe_gzip(const std::string& path, uint64_t max_bytes);
 
-// read_maybe_gzip then parse_idx.
+// One IDX file, plain or gzip'd, read in bounded time and memory: the header first, its size
+// checked (the plain file's size must match it; a gzip cannot claim more than deflate's
+// 1032:1 can hold), then exactly that many bytes inflated into one buffer allocated once, and
+// one byte more refused without inflating the rest. Errors as parse_idx, naming the path; an
+// allocation the machine refuses is an hddp::Error too.
 IdxArray read_idx(const std::string& path);
 
 // Images (count, rows, columns) and their labels (count): shape {1, rows, columns}, the pixels

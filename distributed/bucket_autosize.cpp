@@ -65,7 +65,7 @@ BackwardProfile measure_backward(MPI_Comm comm, Sequential<float>& model, const 
   std::vector<int64_t> offsets;
   for (int r = -warmup; r < reps; ++r) {
     model.zero_grad();
-    model.forward(x, batch);
+    model.forward({x, size_t(batch * model.in_features())}, batch);
     ev.clear();
     t0 = Clock::now();
     model.backward(target);

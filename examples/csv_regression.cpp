@@ -73,7 +73,7 @@ int train(mpi::Env& env, int argc, char** argv) {
       const int64_t rows = std::min(batch, sampler.per_rank() - s * batch);
       d.gather(order.data() + s * batch, rows, x.data(), y.data());
       model.zero_grad();
-      model.forward(x.data(), rows);
+      model.forward(std::span(x).first(size_t(rows * d.features())), rows);
       const float loss = model.loss(y.data());
       ddp.backward(y.data());
       const StopGuard::Verdict v = guard.check(epoch * steps + s, loss, ddp, s + 1 == steps);

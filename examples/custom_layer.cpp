@@ -48,15 +48,15 @@ bool gradients_match(bool report) {
   std::vector<double> x(12), y(8);
   for (auto& v : x) v = rng.uniform(-1.0, 1.0);
   for (auto& v : y) v = rng.uniform(-1.0, 1.0);
-  m.zero_grad(), m.forward(x.data(), 4), m.backward(y.data());
+  m.zero_grad(), m.forward(x, 4), m.backward(y.data());
   const std::vector<double> g(m.grads(), m.grads() + m.num_params());
   double worst = 0;
   for (int64_t k = 0; k < m.num_params(); ++k) {
     double& p = m.params()[k];
     const double p0 = p, h = 1e-6;
-    p = p0 + h, m.forward(x.data(), 4);
+    p = p0 + h, m.forward(x, 4);
     const double up = m.loss(y.data());
-    p = p0 - h, m.forward(x.data(), 4);
+    p = p0 - h, m.forward(x, 4);
     const double down = m.loss(y.data());
     p = p0;
     worst = std::max(worst, std::fabs(g[size_t(k)] - (up - down) / (2 * h)));
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   for (int step = 0; step < 500; ++step) {
     for (int i = 0; i < 64; ++i) x[i] = data.uniform(-1.0f, 1.0f), y[i] = std::sin(3 * x[i]);
     model.zero_grad();
-    model.forward(x.data(), 64);
+    model.forward(x, 64);
     loss = model.loss(y.data());
     first = step == 0 ? loss : first;
     ddp.backward(y.data());

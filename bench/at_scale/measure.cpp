@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
     for (int r = -3; r < reps; ++r) {  // three warm-up steps
       net.zero_grad();
       auto t0 = Clock::now();
-      net.forward(x.data(), batch);
+      net.forward(x, batch);
       const double f = seconds_since(t0);
       t0 = Clock::now();
       const float loss = net.loss(y.data());

@@ -158,7 +158,7 @@ Eval evaluate(const Env& env, hddp::Watchdog& watchdog, hddp::Sequential<float>&
     const int64_t rows = std::min(chunk, sh.begin + sh.count - b);
     for (int64_t i = 0; i < rows; ++i) idx[size_t(i)] = b + i;
     test.gather(idx.data(), rows, x.data(), y.data());
-    const float* logits = model.forward(x.data(), rows);
+    const float* logits = model.forward(std::span(x).first(size_t(rows * test.features())), rows);
     loss_sum += hddp::softmax_xent_forward(rows, kClasses, logits, y.data(), p.data()) * double(rows);
     for (int64_t i = 0; i < rows; ++i) {
       const float* r = p.data() + i * kClasses;
@@ -232,6 +232,10 @@ int run(Env& env, const Options& o) {
   try {
     train = hddp::read_mnist(o.data, "train").head(o.limit_train);
     test = hddp::read_mnist(o.data, "test").head(o.limit_test);
+    // One model reads both: the test images must have the training images' shape.
+    HDDP_CHECK(test.shape == train.shape, o.data << ": the test images are " << hddp::to_string(test.shape)
+                                                 << ", the training images " << hddp::to_string(train.shape)
+                                                 << ": one model reads both, give a folder whose two sets match");
   } catch (const hddp::Error& e) {
     err = hddp::user_message(e.what());
   }
@@ -361,7 +365,7 @@ int run(Env& env, const Options& o) {
       train.gather(order.data() + b0, rows, x.data(), y.data());
       model.set_seed(hddp::derive_seed(o.seed, uint64_t(rank), uint64_t(step)));  // Dropout's mask: per rank and step
       model.zero_grad();
-      const float* logits = model.forward(x.data(), rows);
+      const float* logits = model.forward(std::span(x).first(size_t(rows * train.features())), rows);
       const double loss = hddp::softmax_xent_forward(rows, kClasses, logits, y.data(), dlogits.data());
       hddp::softmax_xent_backward(rows, kClasses, dlogits.data(), y.data(), dlogits.data());
       ddp.backward_from(dlogits.data());

@@ -251,7 +251,7 @@ int run(Env& env, const Options& o) {
     if (epoch == start && rank == 0 && !o.save_batch.empty()) save_batch(o.save_batch, x, y);
     inject_faults(o, rank, epoch + 1, x.data());
     model.zero_grad();
-    model.forward(x.data(), local);
+    model.forward(x, local);
     const float loss = model.loss(y.data());
     t[1] = Clock::now();
     ddp.backward(y.data());

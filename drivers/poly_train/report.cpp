@@ -44,7 +44,7 @@ Curve evaluate(hddp::Sequential<float>& model, const Scalers& scale, Function f,
   for (size_t b = 0; b < pts.size(); b += kEvalChunk) {
     const int64_t n = std::min<int64_t>(kEvalChunk, int64_t(pts.size() - b));
     for (int64_t i = 0; i < n; ++i) xf[i] = float(in[b + i]);
-    const float* yhat = model.forward(xf.data(), n);
+    const float* yhat = model.forward(std::span(xf).first(size_t(n)), n);
     for (int64_t i = 0; i < n; ++i) out[b + i] = yhat[i];
   }
   scale.y.inverse_transform(out.data(), int64_t(out.size()), 1, c.g.data());

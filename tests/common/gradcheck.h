@@ -49,11 +49,11 @@ inline void expect_grad_near(double analytic, double numeric, const std::string&
 inline std::vector<double> expect_model_gradient(Sequential<double>& m, std::vector<double> X,
                                                  const std::vector<double>& Y, int64_t B, int64_t stride = 1) {
   m.zero_grad();
-  m.forward(X.data(), B);
+  m.forward(X, B);
   m.backward(Y.data());
   const std::vector<double> g(m.grads(), m.grads() + m.num_params());
   auto loss = [&] {
-    m.forward(X.data(), B);
+    m.forward(X, B);
     return double(m.loss(Y.data()));
   };
   for (const ParamView& v : m.param_views())

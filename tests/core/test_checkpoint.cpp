@@ -34,7 +34,7 @@ struct Training {
     for (int s = 0; s < steps; ++s) {
       for (int i = 0; i < 16; ++i) x[i] = data.uniform(-1.0f, 1.0f), y[i] = 0.5f * x[i] * x[i];
       model.zero_grad();
-      model.forward(x.data(), 16);
+      model.forward(x, 16);
       losses.push_back(model.loss(y.data()));
       model.backward(y.data());
       adam.step(model.params(), model.grads());

@@ -219,7 +219,7 @@ void cnn_matches_pytorch(const Record& r) {
   EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias"}));
   const auto params = as<T>(r.v.at("params")), x = as<T>(r.v.at("x")), target = as<T>(r.v.at("target"));
   std::copy(params.begin(), params.end(), m.params());
-  const T* y = m.forward(x.data(), B);
+  const T* y = m.forward(x, B);
   EXPECT_LE(max_rel_err(std::vector<T>(y, y + B * 3), r.v.at("y")), tol<T>());
   EXPECT_NEAR(double(m.loss(target.data())), r.v.at("loss")[0], tol<T>() * (1 + r.v.at("loss")[0]));
   m.zero_grad();
@@ -322,7 +322,7 @@ TEST(ConvThreads, CnnBitwiseAtOneAndTwoThreads) {
     omp_set_num_threads(t);
     Rng rng(40);
     Sequential<float> m({1, 28, 28}, cnn, B, rng);
-    const float* y = m.forward(X.data(), B);
+    const float* y = m.forward(X, B);
     out[t - 1].assign(y, y + B * 128);
     m.zero_grad();
     m.backward(T.data());
@@ -368,7 +368,7 @@ TEST(Dropout, MaskFromSeedAndIndexOnly) {
     Sequential<float> m({n}, {Dropout(p)}, B);
     m.set_seed(seed);
     m.set_training(training);
-    const float* y = m.forward(X.data(), B);
+    const float* y = m.forward(X, B);
     std::vector<float> out(y, y + B * n);
     omp_set_num_threads(saved);
     return out;
@@ -391,7 +391,7 @@ TEST(Dropout, MaskFromSeedAndIndexOnly) {
   EXPECT_LT(double(same) / double(B * n), 0.65);  // independent masks agree on 0.7^2 + 0.3^2 = 58%
   // p = 0 is the identity in training too.
   Sequential<float> id({n}, {Dropout(0.0)}, B);
-  const float* y = id.forward(X.data(), B);
+  const float* y = id.forward(X, B);
   EXPECT_TRUE(std::equal(X.begin(), X.end(), y));
 }
 
@@ -404,7 +404,7 @@ TEST(Dropout, BackwardIsTheMask) {
     Sequential<double> m({n}, {Linear(n, n), Dropout(0.5)}, B, rng);
     m.set_seed(9);
     m.set_training(training);
-    const double* y = m.forward(X.data(), B);
+    const double* y = m.forward(X, B);
     std::vector<double> mask(y, y + B * n), lin(size_t(B * n));
     linear_forward<double>(B, n, n, X.data(), m.params(), m.params() + n * n, lin.data());
     for (size_t i = 0; i < mask.size(); ++i) mask[i] = lin[i] == 0 ? 0 : mask[i] / lin[i];

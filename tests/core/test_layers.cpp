@@ -105,7 +105,7 @@ TEST(Sequential, MlpGradientMatchesFiniteDifferences) {
     auto X = randv(B * 3, 41), T = randv(B * 2, 42);
     const std::vector<double> g = expect_model_gradient(m, X, T, B);
     // A second backward accumulates.
-    m.forward(X.data(), B);
+    m.forward(X, B);
     m.backward(T.data());
     for (int64_t i = 0; i < m.num_params(); ++i) EXPECT_NEAR(m.grads()[i], 2 * g[i], 1e-14);
   }
@@ -116,13 +116,13 @@ TEST(Sequential, BackwardFromMatchesBackwardWithMseGradient) {
   Sequential<double> m(mlp3(), 4, rng);
   auto X = randv(4 * 3, 51), T = randv(4 * 2, 52);
   m.zero_grad();
-  const double* y = m.forward(X.data(), 4);
+  const double* y = m.forward(X, 4);
   std::vector<double> dY(8);
   mse_backward<double>(8, y, T.data(), dY.data());
   m.backward_from(dY.data());
   const std::vector<double> g1(m.grads(), m.grads() + m.num_params());
   m.zero_grad();
-  m.forward(X.data(), 4);
+  m.forward(X, 4);
   m.backward(T.data());
   for (int64_t i = 0; i < m.num_params(); ++i) EXPECT_EQ(m.grads()[i], g1[i]);
 }
@@ -139,18 +139,18 @@ TEST(Sequential, LazyZeroGradGivesTheClearedBits) {
   auto X = randv(6 * 3, 91), T = randv(6 * 2, 92);
   std::vector<float> Xf(X.begin(), X.end()), Tf(T.begin(), T.end());
   for (Sequential<float>* m : {&lazy, &cleared}) {  // stale gradients in both
-    m->forward(Xf.data(), 6);
+    m->forward(Xf, 6);
     m->backward(Tf.data());
   }
   lazy.zero_grad();
   cleared.arena().zero_grad();  // the eager clear, through the arena
   for (Sequential<float>* m : {&lazy, &cleared}) {
-    m->forward(Xf.data(), 6);
+    m->forward(Xf, 6);
     m->backward(Tf.data());
   }
   const std::vector<float> once(lazy.grads(), lazy.grads() + lazy.num_params());
   EXPECT_EQ(once, std::vector<float>(cleared.grads(), cleared.grads() + cleared.num_params()));
-  lazy.forward(Xf.data(), 6);
+  lazy.forward(Xf, 6);
   lazy.backward(Tf.data());  // no zero_grad: adds
   for (int64_t i = 0; i < lazy.num_params(); ++i)  // (the products may add into C in another order)
     EXPECT_NEAR(lazy.grads()[i], 2 * once[size_t(i)], 1e-6 * (1 + std::fabs(once[size_t(i)]))) << i;
@@ -172,7 +172,7 @@ TEST(Sequential, BackwardHookOrderAndOffsets) {
   auto X = randv(5 * 3, 61), T = randv(5 * 2, 62);
   // Final gradients, without a hook.
   m.zero_grad();
-  m.forward(X.data(), 5);
+  m.forward(X, 5);
   m.backward(T.data());
   const std::vector<double> final_g(m.grads(), m.grads() + m.num_params());
 
@@ -189,7 +189,7 @@ TEST(Sequential, BackwardHookOrderAndOffsets) {
     calls.push_back({layer, ready, fin, zero});
   });
   m.zero_grad();
-  m.forward(X.data(), 5);
+  m.forward(X, 5);
   m.backward(T.data());
 
   // Arena: 0.weight(15) 0.bias(5) 2.weight(20) 4.weight(8) 4.bias(2) = 50.
@@ -219,8 +219,8 @@ TEST(Sequential, FloatMatchesDouble) {
   auto X = randv(16 * 3, 71), T = randv(16 * 2, 72);
   std::vector<float> Xf(X.begin(), X.end()), Tf(T.begin(), T.end());
   for (int64_t i = 0; i < md.num_params(); ++i) ASSERT_NEAR(mf.params()[i], md.params()[i], 1e-7);
-  const double* yd = md.forward(X.data(), 16);
-  const float* yf = mf.forward(Xf.data(), 16);
+  const double* yd = md.forward(X, 16);
+  const float* yf = mf.forward(Xf, 16);
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(yf[i], yd[i], 1e-5);
   EXPECT_NEAR(mf.loss(Tf.data()), md.loss(T.data()), 1e-5);
   md.zero_grad();
@@ -266,14 +266,18 @@ TEST(Sequential, BadInputNamesTheLayer) {
   Rng rng(1);
   Sequential<float> m({Linear(3, 5), Tanh(), Linear(5, 2)}, 4, rng);
   std::vector<float> X(5 * 3), T(4 * 2);
-  EXPECT_ERROR_HAS(m.forward(X.data(), 0), "invalid_argument");
-  EXPECT_ERROR_HAS(m.forward(X.data(), 0), "layer 0 (Linear(3, 5)): batch 0");
-  EXPECT_ERROR_HAS(m.forward(X.data(), 5), "batch 5 is outside [1, max_batch=4]");
-  EXPECT_ERROR_HAS(m.forward(X.data(), 4, 2), "layer 0 (Linear(3, 5)) expects 3 input features, got 2");
-  EXPECT_ERROR_HAS(m.forward(nullptr, 4), "input is null");
+  EXPECT_ERROR_HAS(m.forward(X, 0), "invalid_argument");
+  EXPECT_ERROR_HAS(m.forward(X, 0), "layer 0 (Linear(3, 5)): batch 0");
+  EXPECT_ERROR_HAS(m.forward(X, 5), "batch 5 is outside [1, max_batch=4]");
+  // 4 samples of 2 values (another data set's shape) or a buffer too short: refused, never read.
+  EXPECT_ERROR_HAS(m.forward(std::span(X).first(4 * 2), 4),
+                   "layer 0 (Linear(3, 5)) takes samples of shape (3,) (3 values): a batch of 4 is 12 values, "
+                   "the input holds 8 (2 per sample)");
+  EXPECT_ERROR_HAS(m.forward(X, 4), "a batch of 4 is 12 values, the input holds 15");
+  EXPECT_ERROR_HAS(m.forward(std::span<const float>(), 4), "input is null");
   EXPECT_ERROR_HAS(m.loss(T.data()), "call forward() first");
   EXPECT_ERROR_HAS(m.backward(T.data()), "call forward() first");
-  m.forward(X.data(), 4, 3);  // fine
+  m.forward(std::span(X).first(4 * 3), 4);  // fine
   EXPECT_NO_THROW(m.loss(T.data()));
 
   EXPECT_ERROR_HAS((Sequential<float>({Linear(3, 5), Tanh(), Linear(4, 2)}, 4)),
@@ -291,10 +295,10 @@ TEST(Sequential, ReserveGrowsCapacity) {
   Rng rng(2);
   Sequential<double> m({Linear(2, 3), Tanh()}, 2, rng);
   std::vector<double> X = randv(10 * 2, 3);
-  EXPECT_THROW(m.forward(X.data(), 10), std::invalid_argument);
+  EXPECT_THROW(m.forward(X, 10), std::invalid_argument);
   m.reserve(10);
   EXPECT_EQ(m.max_batch(), 10);
-  const double* y = m.forward(X.data(), 10);
+  const double* y = m.forward(X, 10);
   std::vector<double> ref(30);
   linear_forward<double>(10, 2, 3, X.data(), m.params(), m.params() + 6, ref.data());
   for (int i = 0; i < 30; ++i) EXPECT_DOUBLE_EQ(y[i], std::tanh(ref[i]));

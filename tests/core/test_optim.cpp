@@ -135,7 +135,7 @@ void run_case(const Case& c, double rtol) {
   auto close = [&](double got, double want) { return std::fabs(got - want) <= rtol * (std::fabs(want) + 0.1); };
   for (size_t s = 0; s < c.steps.size(); ++s) {
     m.zero_grad();
-    m.forward(x.data(), 5);
+    m.forward(x, 5);
     const double loss = m.loss(t.data());
     m.backward(t.data());
     if (s == 0) {

@@ -62,7 +62,7 @@ struct Trained {
   }
   void step() {
     model.zero_grad();
-    model.forward(x.data(), 8);
+    model.forward(x, 8);
     model.backward(y.data());
     adam.step(model.arena());
   }

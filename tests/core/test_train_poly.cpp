@@ -48,7 +48,7 @@ Result train(uint64_t seed) {
   Adam<float> adam(model.num_params(), {.lr = 1e-3});
   std::vector<float> x(kBatch), y(kBatch);
   Result r{};
-  model.forward(gx.data(), kBatch);
+  model.forward(gx, kBatch);
   r.initial_mse = model.loss(gy.data());
   for (int step = 0; step < kSteps; ++step) {
     for (int i = 0; i < kBatch; ++i) {
@@ -58,13 +58,13 @@ Result train(uint64_t seed) {
     sx.transform(x.data(), kBatch, 1, x.data());
     sy.transform(y.data(), kBatch, 1, y.data());
     model.zero_grad();
-    model.forward(x.data(), kBatch);
+    model.forward(x, kBatch);
     const double loss = model.loss(y.data());
     if (step >= kSteps - 100) r.last100_mse += loss / 100;
     model.backward(y.data());
     adam.step(model.arena());
   }
-  model.forward(gx.data(), kBatch);
+  model.forward(gx, kBatch);
   r.grid_mse = model.loss(gy.data());
   // Expected loss: 128 batches of fresh samples from an independent stream.
   Rng eval(seed, 1);
@@ -75,7 +75,7 @@ Result train(uint64_t seed) {
     }
     sx.transform(x.data(), kBatch, 1, x.data());
     sy.transform(y.data(), kBatch, 1, y.data());
-    model.forward(x.data(), kBatch);
+    model.forward(x, kBatch);
     r.expected_mse += model.loss(y.data()) / 128;
   }
   return r;

@@ -97,11 +97,17 @@ TEST_F(Idx, MalformedArraysAreNamed) {
 TEST_F(Idx, BadFilesAreNamed) {
   EXPECT_NE(error_of([&] { read_idx(path("missing.gz")); }).find("No such file"), std::string::npos);
   EXPECT_NE(error_of([&] { read_idx(dir.string()); }).find("not a regular file"), std::string::npos);
-  // A gzip stream cut in half, and one with its deflate data damaged.
-  write_gzip(path("whole.gz"), idx_bytes({3, 4}, iota_bytes(12)) + std::string(5000, 'z'));
+  // A gzip stream cut in half (inside the data, then inside its trailer), one with its deflate
+  // data damaged.
+  std::vector<uint8_t> noise(4000);
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = uint8_t((i * 2654435761u) >> 13);
+  write_gzip(path("whole.gz"), idx_bytes({40, 100}, noise));
   std::string gz = read_file(path("whole.gz"));
   write_file_atomic(path("cut.gz"), gz.substr(0, gz.size() / 2));
   EXPECT_NE(error_of([&] { read_idx(path("cut.gz")); }).find("truncated or corrupt gzip"), std::string::npos);
+  write_file_atomic(path("cut-trailer.gz"), gz.substr(0, gz.size() - 3));
+  EXPECT_NE(error_of([&] { read_idx(path("cut-trailer.gz")); }).find("truncated or corrupt gzip"), std::string::npos);
+  EXPECT_EQ(read_idx(path("whole.gz")).data.size(), 4000u);
   for (size_t i = 12; i < gz.size() - 8; ++i) gz[i] = char(gz[i] ^ 0x5a);
   write_file_atomic(path("bad.gz"), gz);
   EXPECT_NE(error_of([&] { read_idx(path("bad.gz")); }).find("gzip"), std::string::npos);
@@ -170,3 +176,43 @@ TEST_F(Idx, MnistSplits) {
 }
 
 }  // namespace
+
+// Sizes from the file are checked before they are trusted: dimensions whose product wraps 64
+// bits, a header that claims more than its file holds, a gzip bomb, a gzip trailer that lies.
+TEST_F(Idx, HostileSizesAreRefusedBeforeAnyAllocation) {
+  // (2^16, 2^24, 2^24): 2^64 wraps to 0 when multiplied unchecked.
+  const std::string wrap = idx_bytes({1u << 16, 1u << 24, 1u << 24}, {});
+  EXPECT_NE(error_of([&] { parse_idx(wrap, "wrap.idx"); }).find("wrap.idx: dimensions (65536, 16777216, 16777216)"),
+            std::string::npos)
+      << error_of([&] { parse_idx(wrap, "wrap.idx"); });
+  write_file_atomic(path("wrap.idx"), wrap);
+  EXPECT_NE(error_of([&] { read_idx(path("wrap.idx")); }).find("overflows"), std::string::npos);
+  // 2^32 - 1 images of one byte announced by a 10-byte plain file: refused from its size.
+  write_file_atomic(path("claims.idx"), idx_bytes({0xffffffffu}, {1, 2}));
+  EXPECT_NE(error_of([&] { read_idx(path("claims.idx")); }).find("truncated: the dimensions need 4294967295 bytes of data, "
+                                                                  "the file has 2"), std::string::npos);
+  // The same header gzip'd: a file of a few dozen bytes cannot inflate to 4 GiB.
+  write_gzip(path("claims.gz"), idx_bytes({0xffffffffu}, {1, 2}));
+  EXPECT_NE(error_of([&] { read_idx(path("claims.gz")); }).find("more than a gzip file of"), std::string::npos);
+  // An 18-byte gzip (an empty stream) whose trailer claims 4 GiB - 1: nothing reserved from it.
+  std::string tiny = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3, 3, 0, 0, 0, 0, 0, '\xff', '\xff', '\xff', '\xff'};
+  write_file_atomic(path("liar.gz"), tiny);
+  EXPECT_NE(error_of([&] { read_idx(path("liar.gz")); }).find("liar.gz"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_maybe_gzip(path("liar.gz"), 1 << 20); }).find("liar.gz"), std::string::npos);
+  // A gzip bomb: a valid 8-byte header of 10 bytes of data, then 64 MiB of zeros (about 64 KiB
+  // compressed). Refused after the 11th byte of data, without inflating the rest.
+  {
+    gzFile f = gzopen(path("bomb.gz").c_str(), "wb9");
+    ASSERT_TRUE(f);
+    const std::string head = idx_bytes({10}, iota_bytes(10));
+    ASSERT_EQ(gzwrite(f, head.data(), unsigned(head.size())), int(head.size()));
+    const std::string zeros(1 << 20, '\0');
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(gzwrite(f, zeros.data(), unsigned(zeros.size())), int(zeros.size()));
+    ASSERT_EQ(gzclose(f), Z_OK);
+  }
+  EXPECT_NE(error_of([&] { read_idx(path("bomb.gz")); }).find("data after the 10 bytes the dimensions describe"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_maybe_gzip(path("bomb.gz"), 1 << 20); }).find("more than 1048576 bytes once decompressed"),
+            std::string::npos);
+  EXPECT_EQ(read_maybe_gzip(path("bomb.gz"), uint64_t(1) << 27).size(), (size_t(64) << 20) + 8 + 10);
+}

@@ -94,7 +94,7 @@ TEST(Autosize, SameCapsOnEveryRank) {
     DistributedModel ddp(MPI_COMM_WORLD, model, ro);
     EXPECT_EQ(ddp.reducer().buckets().size(), r.plan.num_buckets);
     model.zero_grad();
-    model.forward(x.data(), 64);
+    model.forward(x, 64);
     ddp.backward(y.data());
     EXPECT_EQ(ddp.reducer().stats().steps, 1);
   }

@@ -90,7 +90,7 @@ std::vector<float> train_sharded(const Config& cfg, const Batch& batch, int step
   const Shard s = shard_of(batch.rows, rank, size);
   for (int step = 0; step < steps; ++step) {
     model.zero_grad();
-    model.forward(batch.x.data() + s.begin * 3, s.count);
+    model.forward({batch.x.data() + s.begin * 3, size_t(s.count * 3)}, s.count);
     ddp.backward(batch.y.data() + s.begin * 2);
     adam.step(model.params(), model.grads());
   }
@@ -104,7 +104,7 @@ std::vector<float> train_single(const Batch& batch, int steps) {
   Adam<float> adam(model.num_params(), AdamHyper{});
   for (int step = 0; step < steps; ++step) {
     model.zero_grad();
-    model.forward(batch.x.data(), batch.rows);
+    model.forward(batch.x, batch.rows);
     model.backward(batch.y.data());
     adam.step(model.params(), model.grads());
   }
@@ -137,7 +137,7 @@ TEST(Reducer, ParametersBitwiseIdenticalAcrossRanks) {
     for (auto& v : x) v = data.uniform<float>(-1, 1);
     for (auto& v : y) v = data.uniform<float>(-1, 1);
     model.zero_grad();
-    model.forward(x.data(), 32);
+    model.forward(x, 32);
     ddp.backward(y.data());
     ASSERT_TRUE(same_on_all_ranks(model.grads(), model.num_params())) << "averaged gradients differ, step " << step;
     adam.step(model.params(), model.grads());
@@ -179,11 +179,11 @@ TEST(Reducer, NoSyncAccumulationEqualsFullBatch) {
       const float* x = batch.x.data() + s.begin * 3;
       const float* y = batch.y.data() + s.begin * 2;
       if (!accumulate) {
-        model.forward(x, 24);
+        model.forward({x, 24 * 3}, 24);
         ddp.backward(y);
       } else {
         for (int half = 0; half < 2; ++half) {
-          const float* out = model.forward(x + half * 12 * 3, 12);
+          const float* out = model.forward({x + half * 12 * 3, 12 * 3}, 12);
           std::vector<float> dY(12 * 2);  // d/dY of mean over the full 24 x 2 values
           for (int i = 0; i < 24; ++i) dY[i] = 2.0f * (out[i] - y[half * 24 + i]) / float(24 * 2);
           ddp.set_no_sync(half == 0);
@@ -210,14 +210,14 @@ TEST(Reducer, NonFiniteCheckNamesTheRankAndLayer) {
     DistributedModel ddp(MPI_COMM_WORLD, model);
     ddp.set_check_finite(check);
     model.zero_grad();
-    const float* out = model.forward(batch.x.data(), 8);
+    const float* out = model.forward(batch.x, 8);
     std::vector<float> dY(8 * 2);
     for (int i = 0; i < 16; ++i) dY[i] = out[i] - batch.y[i];
     ddp.backward_from(dY.data());
     EXPECT_EQ(ddp.non_finite_at(), -1) << "all finite";
     if (rank == size - 1) dY[3] = std::numeric_limits<float>::infinity();
     model.zero_grad();
-    model.forward(batch.x.data(), 8);
+    model.forward(batch.x, 8);
     ddp.backward_from(dY.data());
     if (check && rank == size - 1) {
       ASSERT_GE(ddp.non_finite_at(), 0);
@@ -267,7 +267,7 @@ TEST(Reducer, StatisticsAreConsistent) {
     double exposed = 0, comm = 0;
     for (int step = 0; step < 5; ++step) {
       model.zero_grad();
-      model.forward(x.data(), 64);
+      model.forward(x, 64);
       ddp.backward(y.data());
       const ReducerTimes& last = ddp.reducer().stats().last;
       EXPECT_GE(last.exposed, 0);

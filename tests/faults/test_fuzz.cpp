@@ -85,7 +85,7 @@ struct Fixture {
     for (int s = 0; s < 3; ++s) {
       for (int i = 0; i < 8; ++i) x[i] = data.uniform<float>(-1, 1), y[i] = x[i] * x[i];
       model.zero_grad();
-      model.forward(x.data(), 8);
+      model.forward(x, 8);
       model.backward(y.data());
       adam.step(model.params(), model.grads());
     }

@@ -13,7 +13,7 @@ int main() {
   hddp::Rng rng(1, 0);
   hddp::Sequential<float> model({hddp::Linear(1, 4), hddp::Tanh(), hddp::Linear(4, 1)}, 8, rng);
   const float x[2] = {0.5f, -0.5f};
-  const float* y = model.forward(x, 2);
+  const float* y = model.forward(std::span<const float>(x), 2);
   const std::vector<int64_t> order = hddp::DistributedSampler(10, 1, 0, 1, false).order(1);
   const bool ok = C[0] == 19 && C[1] == 22 && C[2] == 43 && C[3] == 50 && y[0] == y[0] && order.size() == 10 &&
                   order[9] == 9;
