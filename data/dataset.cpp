@@ -79,4 +79,10 @@ void check(const Dataset& d, const std::string& what) {
              what << ": " << d.target_names.size() << " target names for " << targets << " target columns");
 }
 
+void check_sample_shape(const Dataset& d, const Shape& model_input, const std::string& what) {
+  HDDP_CHECK(d.shape == model_input, what << ": samples of shape " << to_string(d.shape) << " (" << d.features()
+                                          << " values), but the model reads " << to_string(model_input) << " ("
+                                          << numel(model_input) << " values)");
+}
+
 }  // namespace hddp

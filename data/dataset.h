@@ -40,4 +40,10 @@ struct Dataset {
 // empty or one per column.
 void check(const Dataset& d, const std::string& what);
 
+// Throws hddp::Error starting with `what` unless d's samples have the shape a model reads
+// (model.input_shape()): called for every data set a model will read (training, test, a
+// validation split) before any step, so that another set's images are refused, not read
+// past (a 14 x 14 test set beside 28 x 28 training images).
+void check_sample_shape(const Dataset& d, const Shape& model_input, const std::string& what);
+
 }  // namespace hddp

@@ -232,10 +232,8 @@ int run(Env& env, const Options& o) {
   try {
     train = hddp::read_mnist(o.data, "train").head(o.limit_train);
     test = hddp::read_mnist(o.data, "test").head(o.limit_test);
-    // One model reads both: the test images must have the training images' shape.
-    HDDP_CHECK(test.shape == train.shape, o.data << ": the test images are " << hddp::to_string(test.shape)
-                                                 << ", the training images " << hddp::to_string(train.shape)
-                                                 << ": one model reads both, give a folder whose two sets match");
+    // One model, built for the training images, reads both.
+    hddp::check_sample_shape(test, train.shape, o.data + ": the test images, for a model built for the training images");
   } catch (const hddp::Error& e) {
     err = hddp::user_message(e.what());
   }

@@ -137,3 +137,18 @@ TEST(Dataset, CheckNamesWhatIsInconsistent) {
 }
 
 }  // namespace
+
+TEST(Dataset, SampleShapeAgainstTheModel) {
+  Dataset d;
+  d.count = 2, d.shape = {1, 14, 14}, d.x_bytes.assign(2 * 196, '\0');
+  EXPECT_NO_THROW(check_sample_shape(d, {1, 14, 14}, "test"));
+  try {
+    check_sample_shape(d, {1, 28, 28}, "t10k-images");
+    ADD_FAILURE() << "a 14 x 14 set passed as 28 x 28";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("t10k-images: samples of shape (1, 14, 14) (196 values), but the model reads "
+                                         "(1, 28, 28) (784 values)"), std::string::npos) << e.what();
+  }
+  // The same number of values in another layout is another shape too.
+  EXPECT_THROW(check_sample_shape(d, {196}, "flat"), Error);
+}
