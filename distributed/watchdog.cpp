@@ -51,6 +51,11 @@ void reply(MPI_Comm comm, int to, const RankPosition& mine) {
 
 }  // namespace
 
+// "at epoch 3", or "at start-up" before the driver names an epoch (a resume's broadcast).
+std::string when(int64_t epoch) {
+  return epoch >= 1 ? fmt("at epoch %lld", static_cast<long long>(epoch)) : std::string("at start-up");
+}
+
 std::string stall_report(int me, const std::vector<char>& answered, const std::vector<RankPosition>& where,
                          const std::vector<std::string>& node, double timeout_s, double grace_s) {
   const int size = static_cast<int>(answered.size());
@@ -58,8 +63,8 @@ std::string stall_report(int me, const std::vector<char>& answered, const std::v
   for (int r = 0; r < size; ++r)
     if (!answered[r]) missing.push_back(r);
   const RankPosition& mine = where[me];
-  std::string s = fmt("stall: rank %d (node %s) waited %.1f s (timeout %g s) for %s at epoch %lld; ", me,
-                      node[me].c_str(), mine.waited_s, timeout_s, mine.what, static_cast<long long>(mine.epoch));
+  std::string s = fmt("stall: rank %d (node %s) waited %.1f s (timeout %g s) for %s %s; ", me, node[me].c_str(),
+                      mine.waited_s, timeout_s, mine.what, when(mine.epoch).c_str());
   if (missing.empty())
     s += "every rank answered the roll call, but the collective did not complete (an MPI or network fault?)";
   else
@@ -75,8 +80,8 @@ std::string stall_report(int me, const std::vector<char>& answered, const std::v
     for (int q = r; q < size; ++q)
       if (answered[q] && !told[q] && where[q].epoch == where[r].epoch && !std::strcmp(where[q].what, where[r].what))
         same.push_back(q), told[q] = 1;
-    s += fmt("\n  waiting for %s at epoch %lld: rank%s ", where[r].what, static_cast<long long>(where[r].epoch),
-             same.size() > 1 ? "s" : "") + mpi::rank_list(same);
+    s += fmt("\n  waiting for %s %s: rank%s ", where[r].what, when(where[r].epoch).c_str(), same.size() > 1 ? "s" : "") +
+         mpi::rank_list(same);
   }
   return s;
 }
