@@ -157,7 +157,12 @@ TEST(LrSchedule, AppliedFromTheStepCounter) {
   resumed.set_steps(7);
   s.apply(resumed);
   EXPECT_EQ(resumed.lr(), seen[7]);
-  EXPECT_EQ(s.lr_at(7), s.lr_at(7));  // no hidden state: asking again changes nothing
+  // The closed form, independently: step 7 is the cosine's step 4 of 9 (12 total, 3 warmup), from
+  // 0.01 to 0.0001. Asked after other steps, it is still that value: no hidden state.
+  const double lr7 = 0.0001 + 0.5 * (0.01 - 0.0001) * (1 + std::cos(4 * 3.14159265358979323846 / 9));
+  EXPECT_NEAR(seen[7], lr7, 1e-17);
+  (void)s.lr_at(11), (void)s.lr_at(0);
+  EXPECT_NEAR(s.lr_at(7), lr7, 1e-17);
   const LrSchedule copy = s;
   EXPECT_EQ(copy, s);
   EXPECT_EQ(copy.lr_at(11), seen[11]);
