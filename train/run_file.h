@@ -61,6 +61,8 @@ class RunFile {
   // Collective. "" or the error, the same on every rank; nothing changed or written then.
   std::string resume(ParamArena<float>& params, Optimizer<float>& opt, Rng* rng = nullptr);
   int64_t start() const { return start_; }  // steps done in the resumed checkpoint (0: fresh)
+  // The file resume() read: path(), or path() + ".prev" after a fallback (every rank).
+  const std::string& resumed_from() const { return from_; }
   // The resumed checkpoint's records (empty when fresh); the same on every rank.
   const std::map<std::string, std::string>& records() const { return records_; }
 

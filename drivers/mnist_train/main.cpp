@@ -305,10 +305,10 @@ int run(Env& env, const Options& o) {
                 model.describe().c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size,
                 (long long)steps_per_epoch);
     if (start > 0 && start % steps_per_epoch == 0)
-      std::printf("resumed from '%s' after epoch %lld of %lld\n", o.checkpoint.c_str(), (long long)(start / steps_per_epoch),
+      std::printf("resumed from '%s' after epoch %lld of %lld\n", run_file.resumed_from().c_str(), (long long)(start / steps_per_epoch),
                   (long long)o.epochs);
     else if (start > 0)
-      std::printf("resumed from '%s' inside %s of %lld epochs\n", o.checkpoint.c_str(), where(start).c_str(), (long long)o.epochs);
+      std::printf("resumed from '%s' inside %s of %lld epochs\n", run_file.resumed_from().c_str(), where(start).c_str(), (long long)o.epochs);
     std::fflush(stdout);
   }
 

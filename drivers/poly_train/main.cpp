@@ -204,7 +204,7 @@ int run(Env& env, const Options& o) {
   std::fflush(stdout);
   if (rank == 0 && !o.checkpoint.empty()) {
     if (start > 0)
-      std::fprintf(stderr, "poly_train: resumed from '%s' after epoch %lld of %lld\n", o.checkpoint.c_str(),
+      std::fprintf(stderr, "poly_train: resumed from '%s' after epoch %lld of %lld\n", run_file.resumed_from().c_str(),
                    (long long)start, (long long)o.epochs);
     else if (o.resume)
       std::fprintf(stderr, "poly_train: no checkpoint '%s' yet: starting from scratch\n", o.checkpoint.c_str());
