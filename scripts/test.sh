@@ -4,7 +4,8 @@
 # they can: a test's PROCESSORS counts the cores its ranks keep busy, and the tests that start
 # daemons hold a RESOURCE_LOCK); meanwhile builds, at the lowest priority, with AddressSanitizer
 # + UndefinedBehaviorSanitizer (-DHDDP_SANITIZE=ON, into build-asan) only the programs the tests
-# run (the target test_programs), and then runs the serial and MPI tests there.
+# run (the target test_programs), and runs the serial and MPI tests there as soon as that build
+# is done, beside the rest of the normal pass (its output follows the normal pass's).
 #
 #   scripts/test.sh [ctest args]   ctest args apply to the first (normal) pass
 #   HDDP_TEST_TIER=quick           the quick tier only (label quick: the unit suites and the
@@ -34,7 +35,9 @@ hddp_build all
 
 # The sanitizer build compiles while the normal pass runs, at the lowest priority (nice 19): the
 # tests get the cores whenever they want them (they wait on ranks, daemons and timers for much of
-# the pass) and the build takes what they leave. Its log is $ASAN_DIR/build.log.
+# the pass) and the build takes what they leave. Its tests then start at once, at the normal
+# priority, beside what is left of the normal pass: the two passes share the cores instead of
+# the second waiting for the first. Logs: $ASAN_DIR/build.log and $ASAN_DIR/pass.log.
 ASAN_DIR="${HDDP_ASAN_BUILD_DIR:-$HDDP_ROOT/build-asan}"
 asan_pid=""
 if [ "${HDDP_SANITIZE_TESTS:-1}" != 0 ]; then
@@ -43,8 +46,21 @@ if [ "${HDDP_SANITIZE_TESTS:-1}" != 0 ]; then
   # time of -O2 -g while the instrumented tests run about as fast.
   cmake -S "$HDDP_ROOT" -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -DHDDP_WERROR=ON -DHDDP_SANITIZE=ON -DHDDP_BUILD_BENCH=OFF >/dev/null
-  # Its own session (setsid): interrupted, the script stops the whole build, compilers included.
-  setsid nice -n 19 cmake --build "$ASAN_DIR" -j "$JOBS" --target test_programs >"$ASAN_DIR/build.log" 2>&1 &
+  rm -f "$ASAN_DIR/pass.log" "$ASAN_DIR/pass.rc"
+  # The sanitizer options (ASAN_OPTIONS, LSAN_OPTIONS with tests/sanitizers/lsan.supp,
+  # UBSAN_OPTIONS) are set on every test by tests/CMakeLists.txt; test_sanitizer_canary checks
+  # they catch faults. Its own session (setsid): interrupted, the script stops the whole job.
+  T_ASAN=$SECONDS setsid bash -c '
+    cd "$1" || exit 1
+    if ! nice -n 19 cmake --build . -j "$2" --target test_programs >build.log 2>&1; then
+      echo "the sanitizer build failed; the whole log is $1/build.log" >pass.log; tail -50 build.log >>pass.log
+      echo 1 >pass.rc; exit 1
+    fi
+    echo "== [$((SECONDS + T_ASAN - $3)) s] sanitizer build done, sanitizer pass starts" >pass.log
+    rc=0
+    ctest --output-on-failure --timeout 900 -j "$2" -L "kernels|core|data|distributed|drivers|mpi|faults|train|sanitizers" \
+      -LE "slurm|container|install|bench" -E "^test_poly_train\$" >>pass.log 2>&1 || rc=$?
+    echo $rc >pass.rc' _ "$ASAN_DIR" "$JOBS" "$T0" &
   asan_pid=$!
   trap '[ -n "$asan_pid" ] && kill -- "-$asan_pid" 2>/dev/null; wait 2>/dev/null' EXIT
 fi
@@ -56,22 +72,12 @@ ctest --output-on-failure --timeout 900 -j "$JOBS" "$@" || normal_rc=$?
 phase "normal pass done (rc $normal_rc)"
 
 if [ -n "$asan_pid" ]; then
-  phase "waiting for the sanitizer build"
-  build_rc=0
-  wait "$asan_pid" || build_rc=$?
+  phase "waiting for the sanitizer pass (started beside the normal pass once its build was done)"
+  wait "$asan_pid" || true
   asan_pid=""
-  if [ "$build_rc" -ne 0 ]; then
-    tail -50 "$ASAN_DIR/build.log"
-    echo "error: the sanitizer build failed (rc $build_rc); the whole log is $ASAN_DIR/build.log" >&2
-    exit 1
-  fi
-  # The sanitizer options (ASAN_OPTIONS, LSAN_OPTIONS with tests/sanitizers/lsan.supp,
-  # UBSAN_OPTIONS) are set on every test by tests/CMakeLists.txt; test_sanitizer_canary checks
-  # they catch faults.
-  phase "sanitizer pass"
-  cd "$ASAN_DIR"
-  ctest --output-on-failure --timeout 900 -j "$JOBS" -L 'kernels|core|data|distributed|drivers|mpi|faults|sanitizers' \
-    -LE 'slurm|container|install|bench' -E '^test_poly_train$' || exit 1
-  phase "sanitizer pass done"
+  cat "$ASAN_DIR/pass.log"
+  asan_rc="$(cat "$ASAN_DIR/pass.rc" 2>/dev/null || echo 1)"
+  phase "sanitizer pass done (rc $asan_rc)"
+  [ "$asan_rc" -eq 0 ] || exit 1
 fi
 exit "$normal_rc"
