@@ -8,6 +8,7 @@
 #include <cmath>
 #include <exception>
 #include <string_view>
+#include <unordered_map>
 
 #include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
@@ -29,9 +30,18 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// A file's header may hold millions of names, each of megabytes: a message lists at most
+// kListed of them, each quoted and cut to kNameBytes, then the count.
+constexpr size_t kListed = 20, kNameBytes = 60;
+// More columns than any table has; each costs a string per row being parsed.
+constexpr size_t kMaxColumns = size_t(1) << 20;
+
+std::string name(const std::string& s) { return quote_input(s, kNameBytes); }
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
+  for (size_t i = 0; i < v.size() && i < kListed; ++i) s += (i ? ", " : "") + name(v[i]);
+  if (v.size() > kListed) s += ", ... (" + std::to_string(v.size()) + " columns)";
   return s;
 }
 
@@ -48,14 +58,21 @@ struct Reader {
   bool last_cr = false;
   bool have_header = false;
   std::vector<std::string> header;
+  std::unordered_map<std::string_view, size_t> column_of;  // views of header's strings
   std::vector<size_t> xcol, ycol;  // the columns of the features and of the targets
   Dataset d;
   std::exception_ptr error;
 
   void field(std::string_view s) {
     if (nfields == 0) row_line = line;
-    if (fields.size() == nfields) fields.emplace_back();
-    fields[nfields++].assign(s);
+    // A data row's fields past the header's count are only counted (the row is refused at its
+    // end); a header is refused past kMaxColumns.
+    if (!have_header || nfields < header.size()) {
+      HDDP_CHECK(nfields < kMaxColumns, path << ": line " << row_line << ": more than " << kMaxColumns << " columns");
+      if (fields.size() == nfields) fields.emplace_back();
+      fields[nfields].assign(s);
+    }
+    ++nfields;
     line += line_breaks(s);  // only a quoted field holds line breaks
     last_cr = false;
   }
@@ -74,20 +91,27 @@ struct Reader {
 
   void set_header() {
     header.assign(fields.begin(), fields.begin() + ptrdiff_t(nfields));
-    for (size_t c = 0; c < header.size(); ++c)
-      for (size_t k = 0; k < c; ++k)
-        HDDP_CHECK(header[k] != header[c], path << ": duplicate column name '" << header[c] << "' (columns " << k + 1
-                                                << " and " << c + 1 << ")");
-    auto column = [&](const std::string& name, const char* role) {
-      const auto it = std::find(header.begin(), header.end(), name);
-      HDDP_CHECK(it != header.end(), path << ": no column '" << name << "' (" << role << "); the columns are " << join(header));
-      return size_t(it - header.begin());
+    fields.resize(nfields);  // a data row never stores more
+    fields.shrink_to_fit();
+    column_of.reserve(header.size());
+    for (size_t c = 0; c < header.size(); ++c) {
+      const auto [it, fresh] = column_of.emplace(header[c], c);
+      HDDP_CHECK(fresh, path << ": duplicate column name " << name(header[c]) << " (columns " << it->second + 1 << " and "
+                             << c + 1 << ")");
+    }
+    auto column = [&](const std::string& col, const char* role) {
+      const auto it = column_of.find(col);
+      HDDP_CHECK(it != column_of.end(), path << ": no column " << name(col) << " (" << role << "); the columns are " << join(header));
+      return it->second;
     };
     for (const std::string& t : o.targets) ycol.push_back(column(t, "target"));
     for (const std::string& f : o.features) xcol.push_back(column(f, "feature"));
-    if (o.features.empty())
+    if (o.features.empty()) {
+      std::vector<bool> target(header.size(), false);
+      for (size_t c : ycol) target[c] = true;
       for (size_t c = 0; c < header.size(); ++c)
-        if (std::find(ycol.begin(), ycol.end(), c) == ycol.end()) xcol.push_back(c);
+        if (!target[c]) xcol.push_back(c);
+    }
     HDDP_CHECK(!xcol.empty(), path << ": no feature columns: every column (" << join(header) << ") is a target");
     for (size_t c : xcol) d.feature_names.push_back(header[c]);
     for (size_t c : ycol) d.target_names.push_back(header[c]);
@@ -98,7 +122,7 @@ struct Reader {
 
   // "line L, column C ('name')"
   std::string where(size_t c) const {
-    return path + ": line " + std::to_string(row_line) + ", column " + std::to_string(c + 1) + " ('" + header[c] + "')";
+    return path + ": line " + std::to_string(row_line) + ", column " + std::to_string(c + 1) + " (" + name(header[c]) + ")";
   }
 
   float number(size_t c) const {
@@ -107,10 +131,10 @@ struct Reader {
     if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.remove_prefix(1);  // from_chars takes no '+'
     double v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    HDDP_CHECK(ec != std::errc::result_out_of_range, where(c) << ": '" << fields[c] << "' is out of range");
+    HDDP_CHECK(ec != std::errc::result_out_of_range, where(c) << ": " << name(fields[c]) << " is out of range");
     HDDP_CHECK(ec == std::errc() && end == s.data() + s.size() && std::isfinite(v),
-               where(c) << ": '" << fields[c] << "' is not a number");
-    HDDP_CHECK(std::isfinite(float(v)), where(c) << ": '" << fields[c] << "' is out of range for float");
+               where(c) << ": " << name(fields[c]) << " is not a number");
+    HDDP_CHECK(std::isfinite(float(v)), where(c) << ": " << name(fields[c]) << " is out of range for float");
     return float(v);
   }
 
@@ -121,7 +145,7 @@ struct Reader {
     int64_t v = -1;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     HDDP_CHECK(ec == std::errc() && end == s.data() + s.size() && v >= 0 && v < INT32_MAX,
-               where(c) << ": label '" << fields[c] << "' is not an integer >= 0");
+               where(c) << ": label " << name(fields[c]) << " is not an integer >= 0");
     return int32_t(v);
   }
 

@@ -6,11 +6,12 @@
 //
 // Refused, with hddp::Error naming the file (lines are 1-based, the header is line 1, a quoted
 // cell holding line breaks counts its lines): a missing or unreadable file; no data rows; a
-// duplicate column name; a target or feature that is not a column (the message lists them); a
+// duplicate column name; more than 2^20 columns; a target or feature that is not a column (the message lists them); a
 // row with more or fewer fields than the header; an empty cell, or one that is not a finite
 // number (std::from_chars on the whole cell, read as a double then rounded to float, as pandas
 // then .astype(np.float32) does); a label that is not an integer >= 0; a malformed quote.
-// Columns that are neither features nor targets are not read.
+// Columns that are neither features nor targets are not read. Messages quote at most 60 bytes
+// of a cell or name and list at most 20 columns: a hostile file is never copied into one.
 #include <string>
 #include <vector>
 

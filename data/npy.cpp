@@ -14,6 +14,8 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "the .npy reader copies little-endian data as is");
 
+constexpr size_t kMaxDims = 64;
+
 size_t itemsize(const std::string& dtype) {
   if (dtype == "<f4" || dtype == "<i4") return 4;
   if (dtype == "<f8" || dtype == "<i8") return 8;
@@ -23,14 +25,15 @@ size_t itemsize(const std::string& dtype) {
 
 // The header dict, as numpy writes it: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
 // then spaces and '\n'. A small recursive-descent parser over Python literal syntax; `bad`
-// throws naming the file and the position.
+// throws naming the file and the position, quoting at most 200 bytes of the header (it may be
+// 4 GiB).
 struct HeaderParser {
   const std::string& path;
   std::string_view h;
   size_t i = 0;
 
   [[noreturn]] void bad(const std::string& what) const {
-    HDDP_CHECK(false, path << ": malformed .npy header: " << what << " at byte " << i << " of '" << h << "'");
+    HDDP_CHECK(false, path << ": malformed .npy header: " << what << " at byte " << i << " of " << quote_input(h));
   }
   void ws() {
     while (i < h.size() && (h[i] == ' ' || h[i] == '\t' || h[i] == '\n')) ++i;
@@ -65,18 +68,21 @@ struct HeaderParser {
     const size_t start = i;
     int64_t v = 0;
     while (i < h.size() && h[i] >= '0' && h[i] <= '9') {
-      if (v > (INT64_MAX - 9) / 10) bad("a dimension too large");
-      v = v * 10 + (h[i++] - '0');
+      const int digit = h[i++] - '0';
+      if (v > (INT64_MAX - digit) / 10) bad("a dimension too large");
+      v = v * 10 + digit;
     }
     if (i == start) bad("expected a dimension (a non-negative integer)");
     return v;
   }
   // A Python tuple of integers: (), (n,), (n, m), (n, m,) - "(n)" is an integer, not a tuple.
+  // At most kMaxDims of them (numpy's own limit is 32, 64 since numpy 2).
   std::vector<int64_t> tuple() {
     expect('(');
     std::vector<int64_t> t;
     if (eat(')')) return t;
     for (;;) {
+      if (t.size() == kMaxDims) bad("more than " + std::to_string(kMaxDims) + " dimensions");
       t.push_back(integer());
       const bool comma = eat(',');
       if (eat(')')) {
@@ -123,7 +129,7 @@ NpyArray parse(std::string bytes, const std::string& path) {
       a.shape = p.tuple();
       seen[2] = true;
     } else {
-      p.bad("unexpected or repeated key '" + key + "'");
+      p.bad("unexpected or repeated key " + quote_input(key, 40));
     }
     if (!p.eat(',')) {
       p.expect('}');
@@ -136,15 +142,15 @@ NpyArray parse(std::string bytes, const std::string& path) {
     if (!seen[k]) p.bad(std::string("no key '") + (k == 0 ? "descr" : k == 1 ? "fortran_order" : "shape") + "'");
   HDDP_CHECK(!fortran, path << ": Fortran order is not supported: save with np.ascontiguousarray");
   const size_t item = itemsize(a.dtype);
-  HDDP_CHECK(item > 0, path << ": dtype '" << a.dtype << "' is not supported"
-                            << (a.dtype.size() > 1 && a.dtype[0] == '>' ? " (big-endian: save with .astype('<" + a.dtype.substr(1) + "'))" : "")
+  HDDP_CHECK(item > 0, path << ": dtype " << quote_input(a.dtype, 40) << " is not supported"
+                            << (a.dtype.size() > 1 && a.dtype.size() < 8 && a.dtype[0] == '>'
+                                    ? " (big-endian: save with .astype('<" + a.dtype.substr(1) + "'))"
+                                    : "")
                             << "; read are '<f4' (float32), '<f8' (float64), '|u1' (uint8), '<i4' (int32), '<i8' (int64)");
-  uint64_t need = item;
-  for (int64_t d : a.shape) {
-    HDDP_CHECK(d == 0 || need <= uint64_t(INT64_MAX) / uint64_t(d),
-               path << ": shape " << to_string(a.shape) << " of '" << a.dtype << "' overflows: more than 2^63 bytes");
-    need *= uint64_t(d);
-  }
+  // Checked against the bytes present before anything is allocated: the data is the file's
+  // own buffer, taken over.
+  const std::string what = path + ": shape " + to_string(a.shape) + " of '" + a.dtype + "' overflows";
+  const uint64_t need = checked_mul(uint64_t(checked_product(a.shape, what)), item, what, uint64_t(INT64_MAX));
   const uint64_t have = bytes.size() - start - len;
   HDDP_CHECK(have >= need, path << ": truncated: shape " << to_string(a.shape) << " of '" << a.dtype << "' needs " << need
                                 << " bytes of data, the file has " << have);

@@ -8,8 +8,9 @@
 // Read: the dtypes '<f4', '<f8', '|u1', '<i4', '<i8' in C order. Refused, with hddp::Error naming
 // the file: a bad magic, another version, a malformed header (anything but those three keys once
 // each, in Python literal syntax as numpy writes it), fortran_order True, another dtype
-// (big-endian, complex, structured, ...), a shape whose size overflows, data shorter or longer
-// than the shape says.
+// (big-endian, complex, structured, ...), more than 64 dimensions, a shape whose size in bytes
+// overflows int64, data shorter or longer than the shape says (sizes are checked against the
+// bytes present before anything is allocated; messages quote at most 200 bytes of a header).
 #include <cstdint>
 #include <string>
 #include <vector>
