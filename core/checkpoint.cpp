@@ -15,6 +15,8 @@ const std::string kPrefix = "ckpt.";
 const std::string kIdPrefix = "ckpt.id.";
 const std::string kRecPrefix = "ckpt.rec.";
 constexpr size_t kMaxIdName = 256;
+// An identity value in identity_diff's text: a file's value may be of any size.
+constexpr size_t kMaxShown = 1024;
 
 // One u64 entry; throws hddp::Error naming the file and key when missing or malformed.
 uint64_t get_u64(const Meta& meta, const std::string& path, const std::string& key) {
@@ -105,11 +107,13 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   for (const auto& [key, value] : m)
     if (key.compare(0, kIdPrefix.size(), kIdPrefix) == 0) {
       const std::string name = key.substr(kIdPrefix.size());
-      HDDP_CHECK(!name.empty() && name.size() <= kMaxIdName, "'" << path << "': malformed identity entry '" << key << "'");
+      HDDP_CHECK(!name.empty() && name.size() <= kMaxIdName,
+                 "'" << path << "': malformed identity entry " << quote_input(key, 60));
       st.identity[name] = value;
     } else if (key.compare(0, kRecPrefix.size(), kRecPrefix) == 0) {
       const std::string name = key.substr(kRecPrefix.size());
-      HDDP_CHECK(!name.empty() && name.size() <= kMaxIdName, "'" << path << "': malformed record entry '" << key << "'");
+      HDDP_CHECK(!name.empty() && name.size() <= kMaxIdName,
+                 "'" << path << "': malformed record entry " << quote_input(key, 60));
       st.records[name] = value;
     }
   return c;
@@ -128,7 +132,7 @@ std::string identity_diff(const TrainState& saved, int world_size, const std::ma
   for (const auto& [k, v] : all) {
     const bool in_saved = saved.identity.count(k), in_now = id.count(k);
     if (in_saved != in_now || v.first != v.second)
-      add(k, in_saved ? "'" + v.first + "'" : "(none)", in_now ? "'" + v.second + "'" : "(none)");
+      add(k, in_saved ? quote_input(v.first, kMaxShown) : "(none)", in_now ? quote_input(v.second, kMaxShown) : "(none)");
   }
   return out;
 }
@@ -142,7 +146,7 @@ void restore_checkpoint(const Checkpoint& c, const std::string& path, ParamArena
     for (size_t i = 0; i < n; ++i) {
       float x;
       std::memcpy(&x, t.bytes.data() + i * sizeof(float), sizeof x);
-      HDDP_CHECK(std::isfinite(x), "'" << path << "': tensor '" << t.name << "' holds a non-finite value (" << x
+      HDDP_CHECK(std::isfinite(x), "'" << path << "': tensor " << quote_input(t.name, 60) << " holds a non-finite value (" << x
                                        << ") at index " << i << "; a checkpoint never does");
     }
   }

@@ -103,7 +103,8 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
 // What differs between a checkpoint's run and this one: "" when nothing does, else one
 // "<name>: <in the checkpoint> in the checkpoint, <now> now" clause per difference, joined
 // by "; " (world size first, then identity names in order; a name only one side has shows
-// "(none)" on the other).
+// "(none)" on the other). Values are quoted as quote_input (core/util.h) does, cut at 1024
+// bytes: a file's may be of any size.
 std::string identity_diff(const TrainState& saved, int world_size, const std::map<std::string, std::string>& identity);
 
 // Copies the checkpoint's parameters and optimizer state into params and opt after checking

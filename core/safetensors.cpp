@@ -16,16 +16,28 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using json = nlohmann::ordered_json;  // written: the header lists the tensors in data order
+// Read: keys in a std::map. ordered_json finds a key by a linear search, so a header of a
+// million keys took hours to parse; the order read is not needed (tensors are sorted by offset).
+using read_json = nlohmann::json;
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr uint64_t kMaxHeader = uint64_t(100) << 20;  // the reference implementation's limit
 constexpr int kMaxDepth = 4;                           // {name: {"shape": [..]}}: 3 levels
 constexpr size_t kMaxDims = 16;
 
-// The deepest nesting of [ and { outside strings, counted up to kMaxDepth + 1: a header of
-// 100 MiB of '[' must not reach the JSON parser (its stack and tree would take gigabytes).
-int nesting(const char* p, const char* end) {
-  int depth = 0, deepest = 0;
+constexpr uint64_t kMaxValues = uint64_t(1) << 22;     // JSON values in a header: ~500,000 tensors
+constexpr uint64_t kMaxItems = 64;                      // in an array (a shape has up to kMaxDims)
+
+// The header's shape, scanned before the JSON parser sees it, so that its tree stays a small
+// multiple of the header: nesting deeper than kMaxDepth (100 MiB of '[' would take the
+// parser's stack and gigabytes), an array of more than kMaxItems items (a shape or
+// data_offsets has at most kMaxDims; a flat array of 50 million numbers would take 800 MB;
+// parse_entry names a shape of too many dimensions), more than kMaxValues
+// values in all. Returns what is wrong, or "" (the parser finds the rest).
+std::string prescan(const char* p, const char* end) {
+  int depth = 0;
+  bool array[kMaxDepth + 1] = {};
+  uint64_t items[kMaxDepth + 1] = {}, values = 0;
   bool in_string = false;
   for (; p < end; ++p) {
     if (in_string) {
@@ -34,13 +46,18 @@ int nesting(const char* p, const char* end) {
     } else if (*p == '"') {
       in_string = true;
     } else if (*p == '[' || *p == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > kMaxDepth) return deepest;
+      if (depth == kMaxDepth) return "the header nests deeper than a safetensors header does";
+      ++depth;
+      array[depth] = *p == '[', items[depth] = 0;
     } else if (*p == ']' || *p == '}') {
-      --depth;
+      depth = std::max(depth - 1, 0);
+    } else if (*p == ',' || *p == ':') {
+      if (++values > kMaxValues) return "the header holds more than " + std::to_string(kMaxValues) + " values";
+      if (*p == ',' && depth > 0 && array[depth] && ++items[depth] >= kMaxItems)
+        return "an array in the header has more than " + std::to_string(kMaxItems) + " items";
     }
   }
-  return deepest;
+  return "";
 }
 
 // Bytes per element of a safetensors dtype; 0 for one this reader does not know.
@@ -69,9 +86,9 @@ std::string shape_text(const std::vector<int64_t>& s) {
 }
 
 // One tensor entry of the header; throws hddp::Error naming the file and the entry.
-SafeTensor parse_entry(const std::string& path, const std::string& name, const json& e, uint64_t data_size,
+SafeTensor parse_entry(const std::string& path, const std::string& name, const read_json& e, uint64_t data_size,
                        uint64_t& begin, uint64_t& end) {
-  const std::string where = "'" + path + "': tensor '" + name + "'";
+  const std::string where = "'" + path + "': tensor " + quote_input(name, 60);
   HDDP_CHECK(e.is_object(), where << " is not a JSON object");
   const auto dtype = e.find("dtype"), shape = e.find("shape"), offsets = e.find("data_offsets");
   HDDP_CHECK(dtype != e.end() && dtype->is_string(), where << " has no \"dtype\" string");
@@ -84,8 +101,8 @@ SafeTensor parse_entry(const std::string& path, const std::string& name, const j
   t.name = name;
   t.dtype = dtype->get<std::string>();
   const int64_t esize = dtype_bytes(t.dtype);
-  HDDP_CHECK(esize > 0, where << " has unknown dtype '" << t.dtype << "'");
-  for (const json& d : *shape) {
+  HDDP_CHECK(esize > 0, where << " has unknown dtype " << quote_input(t.dtype, 40));
+  for (const read_json& d : *shape) {
     HDDP_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= (uint64_t(1) << 62),
                where << ": shape entries must be non-negative integers");
     t.shape.push_back(d.get<int64_t>());
@@ -139,9 +156,9 @@ SafeTensors parse_checked(const std::string& bytes, const std::string& path) {
   HDDP_CHECK(n <= bytes.size() - 8, "'" << path << "' is truncated or not a safetensors file: its header length "
                                         << n << " runs past the end of its " << bytes.size() << " bytes");
   HDDP_CHECK(n <= kMaxHeader, "'" << path << "': header of " << n << " bytes, more than safetensors allows");
-  HDDP_CHECK(nesting(bytes.data() + 8, bytes.data() + 8 + n) <= kMaxDepth,
-             "'" << path << "': the header nests deeper than a safetensors header does");
-  const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n), nullptr, /*exceptions=*/false);
+  const std::string shape = prescan(bytes.data() + 8, bytes.data() + 8 + n);
+  HDDP_CHECK(shape.empty(), "'" << path << "': " << shape);
+  const read_json header = read_json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n), nullptr, /*exceptions=*/false);
   HDDP_CHECK(!header.is_discarded() && header.is_object(), "'" << path << "': the header is not a JSON object");
   const uint64_t data_size = bytes.size() - 8 - n;
   const char* data = bytes.data() + 8 + n;
@@ -155,7 +172,7 @@ SafeTensors parse_checked(const std::string& bytes, const std::string& path) {
     if (key == kMetadataKey) {
       HDDP_CHECK(value.is_object(), "'" << path << "': __metadata__ is not a JSON object");
       for (const auto& [k, v] : value.items()) {
-        HDDP_CHECK(v.is_string(), "'" << path << "': __metadata__ value of '" << k << "' is not a string");
+        HDDP_CHECK(v.is_string(), "'" << path << "': __metadata__ value of " << quote_input(k, 60) << " is not a string");
         st.metadata[k] = v.get<std::string>();
       }
       continue;
@@ -165,14 +182,14 @@ SafeTensors parse_checked(const std::string& bytes, const std::string& path) {
     spans.push_back({b, e, st.tensors.size() - 1});
   }
   // The data is indexed entirely, without holes or overlaps (the format's rule).
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
   uint64_t at = 0;
   for (const Span& s : spans) {
-    const std::string& name = st.tensors[s.index].name;
-    HDDP_CHECK(s.begin >= at, "'" << path << "': tensor '" << name << "' overlaps the tensor before it (data_offsets ["
+    const std::string name = quote_input(st.tensors[s.index].name, 60);
+    HDDP_CHECK(s.begin >= at, "'" << path << "': tensor " << name << " overlaps the tensor before it (data_offsets ["
                                   << s.begin << ", " << s.end << "])");
-    HDDP_CHECK(s.begin == at, "'" << path << "': " << s.begin - at << " bytes before tensor '" << name
-                                  << "' belong to no tensor");
+    HDDP_CHECK(s.begin == at, "'" << path << "': " << s.begin - at << " bytes before tensor " << name
+                                  << " belong to no tensor");
     st.tensors[s.index].data.assign(data + s.begin, s.end - s.begin);
     at = s.end;
   }
@@ -189,7 +206,7 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& path)
   try {
     return parse_checked(bytes, path);
   } catch (const nlohmann::json::exception& e) {  // a type the checks above did not foresee
-    HDDP_CHECK(false, "'" << path << "': malformed safetensors header: " << e.what());
+    HDDP_CHECK(false, "'" << path << "': malformed safetensors header: " << quote_input(e.what()));
   } catch (const std::bad_alloc&) {
     HDDP_CHECK(false, "'" << path << "': out of memory reading its header");
   }
@@ -222,11 +239,11 @@ void load_weights(const SafeTensors& st, const std::string& path, ParamArena<flo
   std::vector<const SafeTensor*> of(params.num_tensors(), nullptr);
   for (const SafeTensor& t : st.tensors) {
     const std::optional<size_t> i = params.find(t.name);
-    HDDP_CHECK(i.has_value(), "'" << path << "' holds tensor '" << t.name << "', which the model does not have");
+    HDDP_CHECK(i.has_value(), "'" << path << "' holds tensor " << quote_input(t.name, 60) << ", which the model does not have");
     const ParamView& v = params.view(*i);
-    HDDP_CHECK(t.shape == torch_shape(v), "'" << path << "': tensor '" << t.name << "' has shape " << shape_text(t.shape)
+    HDDP_CHECK(t.shape == torch_shape(v), "'" << path << "': tensor " << quote_input(t.name, 60) << " has shape " << shape_text(t.shape)
                                                << ", the model's is " << shape_text(torch_shape(v)));
-    HDDP_CHECK(t.dtype == "F32", "'" << path << "': tensor '" << t.name << "' is " << t.dtype
+    HDDP_CHECK(t.dtype == "F32", "'" << path << "': tensor " << quote_input(t.name, 60) << " is " << t.dtype
                                      << "; hddp loads F32 (in PyTorch: model.float() before saving)");
     of[*i] = &t;
   }

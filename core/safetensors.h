@@ -12,8 +12,9 @@
 // Errors: parse_safetensors throws hddp::Error naming the file and the problem for any bytes
 // that are not a well-formed file: shorter than 8 bytes, a header length past the end, a header
 // that is not a JSON object or nests deeper than one, an entry without dtype/shape/data_offsets,
-// more than 16 dimensions, an unknown dtype,
-// offsets that do not match the shape, overlap, leave gaps or run past the end. load_weights
+// more than 16 dimensions (an array of more than 64 items anywhere), more than 2^22 JSON values,
+// an unknown dtype, offsets that do not match the shape, overlap, leave gaps or run past the
+// end. Names and values are quoted in messages, cut to 60 bytes. load_weights
 // throws hddp::Error for a missing, extra or differently shaped tensor or a dtype other than
 // F32, and changes nothing then. Nothing else is thrown for any file contents
 // (a fuzz test checks it on thousands of mutated files).

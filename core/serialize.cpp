@@ -27,6 +27,13 @@ const std::string kOptimPrefix = "optim.";
 
 size_t dtype_size(DType d) { return d == DType::Float32 ? 4 : 8; }
 
+// An optimizer kind from a file, for a message: as is when short ("adam"), escaped, quoted and
+// cut at 40 bytes when not.
+std::string kind_text(const std::string& k) {
+  const std::string q = quote_input(k, 40);
+  return k.size() <= 40 ? q.substr(1, q.size() - 2) : q;
+}
+
 template <class I>
 void put(std::string& out, I v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -38,7 +45,7 @@ struct Cursor {
   const std::string& buf;
   size_t pos, end;
   void need(size_t n, const char* what) {
-    HDDP_CHECK(n <= end - pos, "'" << path << "': " << what << " at byte " << pos
+    HDDP_CHECK(n <= end - pos, "'" << path << "': " << what << " of " << n << " bytes at byte " << pos
                                    << " runs past the end of the data (corrupt file)");
   }
   template <class I>
@@ -164,20 +171,30 @@ TensorFile parse_tensor_file(const std::string& buf, const std::string& path) {
   const uint32_t nt = c.get<uint32_t>("tensor count"), nm = c.get<uint32_t>("metadata count");
   const uint32_t flags = c.get<uint32_t>("flags");
   HDDP_CHECK(flags == 0, "'" << path << "' has flags 0x" << std::hex << flags << ", unknown to version 1");
-  // Each descriptor takes at least 21 bytes: bounds nt before reserving.
+  // Each descriptor takes at least 21 bytes, each metadata entry 13: both counts are bounded by
+  // the bytes present before anything is reserved. Every size below is checked against the
+  // bytes left before it is used.
   HDDP_CHECK(nt <= (c.end - c.pos) / 21, "'" << path << "' records " << nt << " tensors, more than fit in the file");
+  HDDP_CHECK(nm <= (c.end - c.pos - 21 * uint64_t(nt)) / 13,
+             "'" << path << "' records " << nm << " metadata entries, more than fit in the file");
   const size_t es = dtype_size(f.dtype);
+  const uint64_t max_values = (c.end - c.pos) / es;  // no tensor holds more values than that
   uint64_t payload = 0;
   f.tensors.resize(nt);
+  std::set<std::string> names;
   for (TensorData& t : f.tensors) {
     const uint32_t len = c.get<uint32_t>("tensor name length");
     HDDP_CHECK(len >= 1 && len <= kMaxNameBytes, "'" << path << "' has a tensor name of " << len << " bytes");
     t.name = c.bytes(len, "tensor name");
+    HDDP_CHECK(names.insert(t.name).second, "'" << path << "' holds tensor " << quote_input(t.name, 60) << " twice");
     t.rows = c.get<int64_t>("tensor rows");
     t.cols = c.get<int64_t>("tensor cols");
-    HDDP_CHECK(t.rows >= 0 && t.cols >= 0 && (t.cols == 0 || t.rows <= int64_t(buf.size() / es) / t.cols),
-               "'" << path << "': tensor '" << t.name << "' has an impossible shape " << t.rows << "x" << t.cols);
-    payload += uint64_t(t.rows * t.cols) * es;
+    const std::string what = "'" + path + "': tensor " + quote_input(t.name, 60) + " has an impossible shape " +
+                             std::to_string(t.rows) + "x" + std::to_string(t.cols);
+    HDDP_CHECK(t.rows >= 0 && t.cols >= 0, "'" << path << "': tensor " << quote_input(t.name, 60)
+                                               << " has a negative shape " << t.rows << "x" << t.cols);
+    const uint64_t n = checked_mul(uint64_t(t.rows), uint64_t(t.cols), what, max_values);
+    payload = checked_add(payload, n * es, "'" + path + "': the tensors' payload", c.end - c.pos);
   }
   for (uint32_t i = 0; i < nm; ++i) {
     const uint32_t len = c.get<uint32_t>("metadata key length");
@@ -185,6 +202,7 @@ TensorFile parse_tensor_file(const std::string& buf, const std::string& path) {
     std::string key = c.bytes(len, "metadata key");
     const uint64_t vlen = c.get<uint64_t>("metadata value length");
     c.need(vlen, "metadata value");
+    HDDP_CHECK(!f.meta.count(key), "'" << path << "' holds metadata " << quote_input(key, 60) << " twice");
     f.meta[key] = c.bytes(size_t(vlen), "metadata value");
   }
   HDDP_CHECK(payload == c.end - c.pos, "'" << path << "': the descriptors need " << payload
@@ -253,7 +271,7 @@ void load_state(const TensorFile& f, const std::string& path, ParamArena<T>& par
   }
   for (const TensorData& t : f.tensors)
     HDDP_CHECK(t.name.compare(0, kOptimPrefix.size(), kOptimPrefix) == 0 || params.find(t.name),
-               where << "the file has parameter '" << t.name << "' that the model lacks");
+               where << "the file has parameter " << quote_input(t.name, 60) << " that the model lacks");
 
   // Optimizer: same kind, the same state buffers with the right sizes.
   std::vector<std::pair<StateBuffer<T>, const TensorData*>> osrc;
@@ -261,7 +279,7 @@ void load_state(const TensorFile& f, const std::string& path, ParamArena<T>& par
   if (opt) {
     auto kind = f.meta.find("hddp.optim.kind");
     HDDP_CHECK(kind != f.meta.end(), where << "the file has no optimizer state (saved without an optimizer)");
-    HDDP_CHECK(kind->second == opt->kind(), where << "the file has " << kind->second << " optimizer state, the optimizer is "
+    HDDP_CHECK(kind->second == opt->kind(), where << "the file has " << kind_text(kind->second) << " optimizer state, the optimizer is "
                                                   << opt->kind());
     auto st = f.meta.find("hddp.optim.steps");
     HDDP_CHECK(st != f.meta.end(), where << "metadata 'hddp.optim.steps' is missing");
