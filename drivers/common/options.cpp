@@ -1,5 +1,7 @@
 #include "common/options.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -10,7 +12,18 @@
 namespace hddp::cli {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw UsageError(msg); }
+// Messages go to every rank's terminal: one carrying a megabyte value is cut.
+constexpr size_t kMaxMessage = 2000;
+// A configuration file is a few lines; one of more than 1 MiB is refused before CLI11 reads it.
+constexpr uint64_t kMaxConfigBytes = uint64_t(1) << 20;
+
+[[noreturn]] void fail(const std::string& msg) {
+  if (msg.size() <= kMaxMessage) throw UsageError(msg);
+  throw UsageError(msg.substr(0, kMaxMessage) + "... (" + std::to_string(msg.size()) + " bytes)");
+}
+
+// A value in a message: as is when short, else its first 60 bytes escaped and quoted.
+std::string cut(const std::string& v) { return v.size() <= 60 ? v : quote_input(v, 60); }
 
 std::string shown(double x) {
   std::ostringstream os;
@@ -39,6 +52,28 @@ const CLI::Option* long_option(const CLI::App& app, const std::string& arg, size
   return arg.rfind("--", 0) == 0 ? app.get_option_no_throw(arg.substr(0, eq)) : nullptr;
 }
 
+// A --config file, checked before CLI11 reads it (CLI11 reads any size, line by line, and
+// takes a NUL byte for the end of a value): a regular file of at most kMaxConfigBytes
+// without NUL bytes. Returns its bytes.
+std::string checked_config(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) fail("--config: cannot read " + quote_input(path));
+  if (uint64_t(st.st_size) > kMaxConfigBytes)
+    fail("--config " + path + ": " + std::to_string(st.st_size) + " bytes, more than a configuration file holds (" +
+         std::to_string(kMaxConfigBytes) + ")");
+  std::string bytes;
+  try {
+    bytes = read_file(path);
+  } catch (const std::exception&) {
+    fail("--config: cannot read " + quote_input(path));
+  }
+  if (bytes.size() > kMaxConfigBytes) fail("--config " + path + ": more than " + std::to_string(kMaxConfigBytes) + " bytes");
+  if (const size_t nul = bytes.find('\0'); nul != std::string::npos)
+    fail("--config " + path + ": line " + std::to_string(1 + std::count(bytes.begin(), bytes.begin() + std::ptrdiff_t(nul), '\n')) +
+         ": a NUL byte (not a text file)");
+  return bytes;
+}
+
 }  // namespace
 
 void house_style(CLI::App& app, const std::string& description, const std::string& footer, size_t column_width,
@@ -60,8 +95,8 @@ CLI::Validator integer(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& v) -> std::string {
         int64_t x = 0;
-        if (!whole(v, x)) return "expected an integer, got '" + v + "'";
-        if (x < lo || x > hi) return "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v;
+        if (!whole(v, x)) return "expected an integer, got " + quote_input(v, 60);
+        if (x < lo || x > hi) return "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + cut(v);
         return "";
       },
       "");
@@ -71,8 +106,8 @@ CLI::Validator number_where(std::function<bool(double)> ok, std::string rule) {
   return CLI::Validator(
       [ok, rule](std::string& v) -> std::string {
         double x = 0;
-        if (!whole(v, x) || !std::isfinite(x)) return "expected a number, got '" + v + "'";
-        return ok(x) ? "" : "must be " + rule + ", got " + v;
+        if (!whole(v, x) || !std::isfinite(x)) return "expected a number, got " + quote_input(v, 60);
+        return ok(x) ? "" : "must be " + rule + ", got " + cut(v);
       },
       "");
 }
@@ -97,7 +132,7 @@ CLI::Validator or_auto(CLI::Validator v) {
           return "";
         }
         double x = 0;
-        if (!whole(s, x) || !std::isfinite(x)) return "expected a number or auto, got '" + s + "'";
+        if (!whole(s, x) || !std::isfinite(x)) return "expected a number or auto, got " + quote_input(s, 60);
         return v(s);
       },
       "");
@@ -149,34 +184,32 @@ uint64_t parse(CLI::App& app, int argc, const char* const* argv, const Renamed& 
 
   const CLI::Option* config = app.get_config_ptr();
   const auto config_file = [&] { return config->as<std::string>(); };
+  std::string config_bytes;  // the last --config file's
+  for (const auto& [opt, a] : items)
+    if (opt && opt == config) config_bytes = checked_config(a.back());
   std::reverse(args.begin(), args.end());  // CLI11 takes them from the back
   try {
     app.parse(args);
   } catch (const CLI::FileError&) {  // the only file CLI11 reads is --config's
-    fail("--config: cannot read '" + config_file() + "'");
+    fail("--config: cannot read " + quote_input(config_file()));
   } catch (const CLI::ConfigError& e) {  // a key that is no option: "INI was not able to parse KEY"
     const std::string what = e.what(), prefix = "INI was not able to parse ";
     if (what.rfind(prefix, 0) != 0) fail("--config " + config_file() + ": " + what);
     const std::string key = what.substr(prefix.size());
-    if (key.ends_with(".++")) fail("--config " + config_file() + ": unknown section [" + key.substr(0, key.size() - 3) + "]");
+    if (key.ends_with(".++"))
+      fail("--config " + config_file() + ": unknown section [" + cut(key.substr(0, key.size() - 3)) + "]");
     if (const auto r = renamed.find("--" + key); r != renamed.end())
       fail("--config " + config_file() + ": '" + key + "' was removed; write the equivalent of " + r->second);
-    fail("--config " + config_file() + ": unknown key '" + key + "'");
+    fail("--config " + config_file() + ": unknown key " + quote_input(key, 60));
   } catch (const CLI::Error& e) {
     fail(e.what());
   }
   for (const std::string& r : app.remaining()) {
-    if (r.rfind("--", 0) == 0) fail("unknown option '" + r.substr(0, r.find('=')) + "'");
-    fail("unexpected argument '" + r + "'");
+    if (r.rfind("--", 0) == 0) fail("unknown option " + quote_input(r.substr(0, r.find('=')), 60));
+    fail("unexpected argument " + quote_input(r, 60));
   }
-  if (config && config->count() > 0) {  // the file's bytes count: a node that reads it otherwise differs
-    std::string bytes;
-    try {
-      bytes = read_file(config_file());
-    } catch (const std::exception&) {
-    }
-    hash = fnv1a64(bytes.data(), bytes.size(), hash);
-  }
+  if (config && config->count() > 0)  // the file's bytes count: a node that reads it otherwise differs
+    hash = fnv1a64(config_bytes.data(), config_bytes.size(), hash);
   return hash;
 }
 

@@ -6,6 +6,8 @@
 // pointer to --help (exit code 2).
 #include <CLI/CLI.hpp>
 
+#include <hddp/core/util.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -52,7 +54,7 @@ CLI::Validator one_of(const std::vector<std::pair<std::string, E>>& names) {
       [names, to_value, list](std::string& v) {
         for (const auto& [n, e] : names)
           if (v == n) return to_value(v);
-        return "expected one of " + list + ", got '" + v + "'";
+        return "expected one of " + list + ", got " + hddp::quote_input(v, 60);
       },
       "");
 }
@@ -66,9 +68,11 @@ using Renamed = std::map<std::string, std::string>;
 // argument); the argument after a value option is its value whatever it looks like (--out
 // --x: the directory "--x"); a list option (->delimiter) takes one argument, its last
 // occurrence counts and has no empty items ("20,,3"; in a --config file CLI11 drops them);
-// "--" and positionals are errors; a --config file's unknown key is
-// named. Throws UsageError. Returns FNV-1a of the arguments and the --config file's bytes as
-// this process read them: the ranks of one job compare it (drivers/common/driver_setup.h).
+// "--" and positionals are errors; a --config file's unknown key is named; a --config file of
+// more than 1 MiB or holding a NUL byte is refused before CLI11 reads it; messages quote at
+// most 60 bytes of a value. Throws UsageError. Returns FNV-1a of the arguments and the
+// --config file's bytes as this process read them: the ranks of one job compare it
+// (drivers/common/driver_setup.h).
 uint64_t parse(CLI::App& app, int argc, const char* const* argv, const Renamed& renamed = {});
 
 }  // namespace hddp::cli
