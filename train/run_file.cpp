@@ -21,12 +21,22 @@ std::string user_message(const std::string& what) {
   return q == std::string::npos ? what : what.substr(q + 2);
 }
 
+namespace {
+// A message sent to every rank is at most 4 KiB (the readers quote at most 200 bytes of their
+// input; this bounds whatever else a message may carry).
+constexpr size_t kMaxMessage = 4096;
+std::string bounded(const std::string& err) {
+  if (err.size() <= kMaxMessage) return err;
+  return err.substr(0, kMaxMessage) + "... (" + std::to_string(err.size()) + " bytes)";
+}
+}  // namespace
+
 std::string agree_on_error(const mpi::Env& env, const std::string& err) {
   const int mine = err.empty() ? env.size() : env.rank();
   int first = 0;
   HDDP_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, env.comm()));
   if (first == env.size()) return "";
-  const std::string msg = mpi::bcast_string(err, first, env.comm());
+  const std::string msg = mpi::bcast_string(bounded(err), first, env.comm());
   return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
 }
 
@@ -58,7 +68,7 @@ std::string agree_on_error(const mpi::Env& env, Watchdog& watchdog, const std::s
   HDDP_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, env.comm(), &req));
   watchdog.wait(&req, "the ranks' agreement on the start-up");
   if (first == env.size()) return "";
-  const std::string msg = watched_bcast_string(env, watchdog, err, first, "the ranks' agreement on the start-up");
+  const std::string msg = watched_bcast_string(env, watchdog, bounded(err), first, "the ranks' agreement on the start-up");
   return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
 }
 

@@ -375,3 +375,19 @@ TEST_F(PlantedAtTemporary, KeepPreviousRotatesOnlyOnceTheNewFileIsComplete) {
 }
 
 }  // namespace
+
+// A verdict reached on each rank alone: every rank gets the first failing rank's message, named
+// by its rank, and a message of any length arrives at most 4 KiB long.
+TEST(AgreeOnError, FirstFailingRankBoundedOnEveryRank) {
+  const int last = env().size() - 1;
+  EXPECT_EQ(agree_on_error(env(), ""), "");
+  const std::string huge(100000, 'x');
+  const std::string got = agree_on_error(env(), env().rank() == last ? huge : "");
+  const std::string prefix = last == 0 ? "" : "rank " + std::to_string(last) + ": ";
+  EXPECT_EQ(got.substr(0, prefix.size() + 3), prefix + "xxx");
+  EXPECT_LE(got.size(), prefix.size() + 4096 + 32);
+  EXPECT_NE(got.find("... (100000 bytes)"), std::string::npos) << got.substr(got.size() - 40);
+  // Two ranks failing: the lower rank's message wins.
+  const std::string two = agree_on_error(env(), "bad on " + std::to_string(env().rank()));
+  EXPECT_EQ(two, "bad on 0");
+}
