@@ -108,6 +108,45 @@ none_left() {
   done
 }
 
+# Every rank's own exit code, not only mpiexec's: "${RECORD[@]}" goes between mpiexec's options
+# and the program. Each rank then runs under a wrapper that writes its exit code to
+# $RC_DIR/rc.<rank> (RC_DIR from the environment; the wrapper outlives the signals mpiexec
+# sends to the rank's process group), and mpiexec does not end the other ranks when one exits
+# non-zero, so none is killed before it reports.
+cat >"$WORK/rankrc.sh" <<'WRAP'
+#!/bin/bash
+trap : TERM USR1
+"$@"
+rc=$?
+echo "$rc" >"$RC_DIR/rc.$OMPI_COMM_WORLD_RANK"
+exit "$rc"
+WRAP
+chmod +x "$WORK/rankrc.sh"
+RECORD=(--mca orte_abort_on_non_zero_status 0 "$WORK/rankrc.sh")
+
+# every_rank_exited DIR N CODE NAME: DIR/rc.0 .. rc.<N-1> all hold CODE (a failure per rank).
+every_rank_exited() {
+  local r got
+  for ((r = 0; r < $2; r++)); do
+    got=$(cat "$1/rc.$r" 2>/dev/null)
+    [ "$got" = "$3" ] || fail "$4: rank $r exited '${got:-?}', expected $3"
+  done
+}
+
+# rank_pids PID: the processes of the program under test that mpiexec PID started (its children,
+# or its grandchildren under RECORD's wrapper), in rank order.
+rank_pids() {
+  local c p r out=()
+  for c in $(pgrep -P "$1"); do
+    for p in $c $(pgrep -P "$c"); do
+      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$(basename "$BIN" | cut -c1-15)" ] || continue
+      r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+      [ -n "$r" ] && out[r]=$p
+    done
+  done
+  echo "${out[@]}"
+}
+
 # now_ms: wall clock in milliseconds.
 now_ms() { date +%s%3N; }
 

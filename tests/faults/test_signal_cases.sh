@@ -13,23 +13,11 @@
 # "While rank 0 writes" is a state, not a time: HDDP_TEST_PAUSE=checkpoint-partial:1:MARKER
 # (core/util.h test_pause) makes rank 0 write its pid into MARKER with half the checkpoint in
 # the temporary file and wait until MARKER is removed.
-# Every rank runs under a wrapper that records its exit code (RC_DIR/rc.<rank>), and mpiexec
-# is told not to end the others when one exits non-zero (orte_abort_on_non_zero_status 0), so
-# no rank is killed before it can report.
+# Every rank's own exit code is recorded (lib.sh, RECORD).
 # Usage: test_signal_cases.sh <poly_train> <mpiexec> <faults_ckpt_tool> <scratch dir>
 source "$(dirname "$0")/lib.sh" "$@"
 
 common=(--no-plot --log-every 1000)
-cat >"$WORK/rankrc.sh" <<'WRAP'
-#!/bin/bash
-trap : TERM USR1  # mpiexec signals the rank's process group: the wrapper lives on to report
-"$@"
-rc=$?
-echo "$rc" >"$RC_DIR/rc.$OMPI_COMM_WORLD_RANK"
-exit "$rc"
-WRAP
-chmod +x "$WORK/rankrc.sh"
-
 # launch DIR ENV... -- ARGS...: 3 ranks in the background under the exit-code wrapper (log:
 # DIR/log, codes: DIR/rc.<rank>); sets BG.
 launch() {
@@ -39,29 +27,7 @@ launch() {
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
   rm -f "$d"/rc.*
-  bg "$d/log" env RC_DIR="$d" "${envs[@]}" "${MPI[@]}" --mca orte_abort_on_non_zero_status 0 -n 3 \
-    "$WORK/rankrc.sh" "$BIN" "${common[@]}" "$@"
-}
-
-# rank_pids PID: the poly_train processes under mpiexec PID, in rank order.
-rank_pids() {
-  local c p r out=()
-  for c in $(pgrep -P "$1"); do
-    for p in $(pgrep -P "$c" -x poly_train); do
-      r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-      [ -n "$r" ] && out[r]=$p
-    done
-  done
-  echo "${out[@]}"
-}
-
-# every_rank_exited DIR CODE NAME: rc.0 .. rc.2 all hold CODE.
-every_rank_exited() {
-  local r got
-  for r in 0 1 2; do
-    got=$(cat "$1/rc.$r" 2>/dev/null)
-    [ "$got" = "$2" ] || fail "$3: rank $r exited '${got:-?}', expected $2"
-  done
+  bg "$d/log" env RC_DIR="$d" "${envs[@]}" "${MPI[@]}" -n 3 "${RECORD[@]}" "$BIN" "${common[@]}" "$@"
 }
 
 # stop_epoch DIR SIG NAME: the epoch of the one stop message naming SIG (echoed), after
@@ -119,7 +85,7 @@ one_rank() {
   kill -TERM "${ranks[1]}"
   wait_rc "$pid" 60; rc=$?
   [ "$rc" -ne 124 ] || { fail "one-rank: the job did not stop within 60 s of SIGTERM to rank 1"; return; }
-  every_rank_exited "$d" 75 one-rank
+  every_rank_exited "$d" 3 75 one-rank
   stop=$(stop_epoch "$d" TERM one-rank) || return
   echo "  one-rank: SIGTERM to rank 1 only: all stopped after epoch $stop"
   resume_matches one-rank "$d" "$stop" $((stop + 500))
@@ -135,7 +101,7 @@ during_write() {
   for p in $(rank_pids "$pid"); do kill -TERM "$p"; done
   rm -f "$d/marker"
   wait_rc "$pid" 60
-  every_rank_exited "$d" 75 during-write
+  every_rank_exited "$d" 3 75 during-write
   stop=$(stop_epoch "$d" TERM during-write) || return
   [ "$stop" -eq 201 ] || fail "during-write: stopped after epoch $stop, expected 201 (the agreement after the write)"
   if [ -e "$d/ck.prev" ]; then  # the generation before: the write that was interrupted, complete
@@ -157,7 +123,7 @@ second_signal() {
   kill -USR1 "$pid"
   rm -f "$d/marker"
   wait_rc "$pid" 60
-  every_rank_exited "$d" 75 second-signal
+  every_rank_exited "$d" 3 75 second-signal
   stop=$(stop_epoch "$d" USR1 second-signal) || return
   echo "  second-signal: SIGUSR1, then SIGTERM and SIGUSR1 during the stop's write: one stop after epoch $stop"
   resume_matches second-signal "$d" "$stop" $((stop + 500))
