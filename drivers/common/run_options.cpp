@@ -138,6 +138,25 @@ LrSchedule make_schedule(const TrainingOptions& o, int64_t total_steps) {
   }
 }
 
+CLI::Validator inject_spec(int64_t max_epochs) {
+  return CLI::Validator(
+      [max_epochs](std::string& v) -> std::string {
+        const size_t colon = v.find(':');
+        std::string epoch = v.substr(0, colon), err = integer(1, max_epochs)(epoch);
+        if (!err.empty()) return "epoch: " + err;
+        if (colon == std::string::npos) return "";
+        std::string rank = v.substr(colon + 1);
+        err = integer(0, int64_t(1) << 20)(rank);
+        return err.empty() ? "" : "rank: " + err;
+      },
+      "");
+}
+
+Inject to_inject(const std::string& v) {
+  const size_t colon = v.find(':');
+  return {std::stoll(v.substr(0, colon)), colon == std::string::npos ? 0 : std::stoi(v.substr(colon + 1))};
+}
+
 std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
   std::map<std::string, std::string> id{{"optimizer", to_string(o.optimizer)},
                                         {"lr", exact(o.lr)},

@@ -68,6 +68,17 @@ std::unique_ptr<Optimizer<float>> make_optimizer(const TrainingOptions& o, int64
 // The learning rate of every step of a run of total_steps optimizer steps (--lr, --lr-schedule,
 // --warmup); throws UsageError naming the option when they do not fit that length.
 LrSchedule make_schedule(const TrainingOptions& o, int64_t total_steps);
+// Fault injection for the tests (--debug-inject-nan, poly_train's --debug-throw): rank `rank`
+// sees a NaN input, or throws, at epoch `epoch` (1-based, as in every message; -1: off).
+struct Inject {
+  int64_t epoch = -1;
+  int rank = 0;
+};
+// EPOCH[:RANK], EPOCH in [1, max_epochs], RANK >= 0 (0 when left out); to_inject reads a value
+// it accepted.
+CLI::Validator inject_spec(int64_t max_epochs);
+Inject to_inject(const std::string& v);
+
 // What a resumed checkpoint must match of these options: optimizer and its settings, batch
 // size, seed (each driver adds its own: the model, the data...).
 std::map<std::string, std::string> identity_of(const TrainingOptions& o);

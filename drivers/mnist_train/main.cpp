@@ -72,6 +72,7 @@ struct Options : hddp::cli::TrainingOptions, hddp::cli::ParallelOptions, hddp::c
   double dropout = 0;
   double target = 0.87;
   bool plot = true, help = false;
+  hddp::cli::Inject inject_nan;  // --debug-inject-nan (tests)
 };
 
 void define_options(CLI::App& app, Options& o) {
@@ -109,6 +110,9 @@ void define_options(CLI::App& app, Options& o) {
       ->check(hddp::cli::non_empty())->type_name("FILE")->group("Output");
   hddp::cli::add_checkpoint_options(app, o, "weights, optimizer state, the step, the metrics\n"
                                             "so far, each rank's loss sum of the epoch under way");
+  app.add_option_function<std::string>("--debug-inject-nan", [&o](const std::string& v) { o.inject_nan = hddp::cli::to_inject(v); },
+                                       "rank RANK (default 0) sees a NaN pixel in the first step of epoch EPOCH")
+      ->check(hddp::cli::inject_spec(int64_t(1) << 20))->type_name("EPOCH[:RANK]")->group("Debugging (tests)");
 }
 
 // The model for images of `shape` (C, H, W). The CNN's classifier takes the flattened size its
@@ -225,6 +229,9 @@ int run(Env& env, const Options& o) {
   const int rank = env.rank(), size = env.size();
   const int threads = hddp::drivers::resolve_threads(o.threads);
   omp_set_num_threads(threads);
+  if (o.inject_nan.rank >= size && o.inject_nan.epoch > 0)
+    return usage_error(env, "--debug-inject-nan: rank " + std::to_string(o.inject_nan.rank) + " does not exist (" +
+                                std::to_string(size) + " rank(s))");
 
   // Every rank reads the files (bytes, 55 MB); a problem on any rank stops all with exit 2.
   hddp::Dataset train, test;
@@ -361,6 +368,7 @@ int run(Env& env, const Options& o) {
       const int64_t step = epoch * steps_per_epoch + s;
       const int64_t b0 = s * o.batch_size, rows = std::min(o.batch_size, sampler.per_rank() - b0);
       train.gather(order.data() + b0, rows, x.data(), y.data());
+      if (s == 0 && epoch + 1 == o.inject_nan.epoch && rank == o.inject_nan.rank) x[0] = std::nanf("");
       model.set_seed(hddp::derive_seed(o.seed, uint64_t(rank), uint64_t(step)));  // Dropout's mask: per rank and step
       model.zero_grad();
       const float* logits = model.forward(std::span(x).first(size_t(rows * train.features())), rows);

@@ -8,6 +8,7 @@ namespace poly {
 namespace {
 
 using hddp::cli::integer, hddp::cli::number_where, hddp::cli::positive, hddp::cli::non_empty, hddp::cli::or_auto;
+using hddp::cli::inject_spec, hddp::cli::to_inject;
 
 // The names of `values` (their to_string) for hddp::cli::one_of: one spelling, kept by the enum.
 template <class E>
@@ -18,25 +19,6 @@ std::vector<std::pair<std::string, E>> named(std::initializer_list<E> values) {
 }
 template <class E>
 CLI::Validator one_of(std::initializer_list<E> values) { return hddp::cli::one_of(named(values)); }
-
-// EPOCH[:RANK], both >= 0 (RANK defaults to 0), as --debug-inject-nan / --debug-throw take it.
-CLI::Validator inject_spec() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        const size_t colon = v.find(':');
-        std::string epoch = v.substr(0, colon), err = integer(1, kMaxEpochs)(epoch);
-        if (!err.empty()) return "epoch: " + err;
-        if (colon == std::string::npos) return "";
-        std::string rank = v.substr(colon + 1);
-        err = integer(0, int64_t(1) << 20)(rank);
-        return err.empty() ? "" : "rank: " + err;
-      },
-      "");
-}
-Options::Inject to_inject(const std::string& v) {
-  const size_t colon = v.find(':');
-  return {std::stoll(v.substr(0, colon)), colon == std::string::npos ? 0 : std::stoi(v.substr(colon + 1))};
-}
 
 const char* const kDescription =
     "Usage: [mpiexec -n P] %s [options]\n"
@@ -118,10 +100,10 @@ void define_options(CLI::App& app, Options& o) {
   g = "Debugging (tests)";
   app.add_option_function<std::string>("--debug-inject-nan", [&o](const std::string& v) { o.inject_nan = to_inject(v); },
                                        "rank RANK (default 0) sees a NaN input at epoch EPOCH")
-      ->check(inject_spec())->type_name("EPOCH[:RANK]")->group(g);
+      ->check(inject_spec(kMaxEpochs))->type_name("EPOCH[:RANK]")->group(g);
   app.add_option_function<std::string>("--debug-throw", [&o](const std::string& v) { o.inject_throw = to_inject(v); },
                                        "rank RANK throws at epoch EPOCH (its message, then MPI_Abort)")
-      ->check(inject_spec())->type_name("EPOCH[:RANK]")->group(g);
+      ->check(inject_spec(kMaxEpochs))->type_name("EPOCH[:RANK]")->group(g);
   app.add_option("--debug-save-batch", o.save_batch, "rank 0 writes its first batch (scaled x,y) to FILE as CSV")
       ->check(non_empty())->type_name("FILE")->group(g);
 }

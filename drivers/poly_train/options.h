@@ -50,10 +50,7 @@ struct Options : hddp::cli::TrainingOptions, hddp::cli::ParallelOptions, hddp::c
   uint64_t source_hash = 0;
 
   // Debugging (tests): make rank `rank` see a NaN input, or throw, at epoch `epoch` (1-based).
-  struct Inject {
-    int64_t epoch = -1;                // -1: off
-    int rank = 0;
-  };
+  using Inject = hddp::cli::Inject;
   Inject inject_nan, inject_throw;
   std::string save_batch;              // --debug-save-batch: rank 0's first batch as CSV (x,y scaled)
 };
