@@ -2,9 +2,10 @@
 # examples/ built against the installed package (test_install's prefix) and run on 2 ranks:
 #   custom_layer    its gradients against finite differences, then trained data-parallel;
 #   csv_regression  a CSV file generated here: trained (metrics.csv, loss.pdf); stopped by
-#                   SIGUSR1 (exit 75) and resumed, ending with the weights of the run that never
-#                   stopped; a malformed CSV and a missing column: exit 2 on every rank, nothing
-#                   written.
+#                   SIGUSR1 (exit 75) and resumed, ending with the state of the run that never
+#                   stopped: its final checkpoint (weights, Adam's state, the metrics) and
+#                   metrics.csv byte for byte; a malformed CSV and a missing column: exit 2 on
+#                   every rank, nothing written.
 # Usage: test_examples.sh <source dir> <install prefix> <mpiexec> <scratch dir>
 set -uo pipefail
 SRC=$1 PREFIX=$2 MPIEXEC=$3 WORK=$4
@@ -48,8 +49,10 @@ elif [ "$rc" -ne 75 ]; then
 else
   grep -q "SIGUSR1: stopped after epoch" "$WORK/part/log" || fail "no stop message: $(tail -3 "$WORK/part/log")"
   run "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >>"$WORK/part/log" 2>&1 || fail "the resumed run exited $?"
-  cmp -s <(cut -d, -f2 "$WORK/whole/metrics.csv") <(cut -d, -f2 "$WORK/part/metrics.csv") \
-    || fail "the resumed run's metrics differ from the uninterrupted run's"
+  cmp -s "$WORK/whole/ck" "$WORK/part/ck" \
+    || fail "the resumed run's final checkpoint (weights, optimizer state) differs from the uninterrupted run's"
+  cmp -s "$WORK/whole/metrics.csv" "$WORK/part/metrics.csv" \
+    || fail "the resumed run's metrics.csv differs from the uninterrupted run's"
 fi
 
 # Bad input: exit 2 on every rank, before any training.
