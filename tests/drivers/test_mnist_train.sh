@@ -51,11 +51,13 @@ fi
 
 # The rank count: 1 rank x batch 64 and 2 ranks x 32 take the same samples each step (the
 # shuffle is shared; rank r takes every P-th), so they agree up to the order of the float sums.
+# SGD, not Adam: Adam divides out a gradient scale, so a reducer that summed instead of averaging
+# would pass with it.
 for pb in "1 64" "2 32"; do
   set -- $pb
   mkdir -p "$WORK/p$1"
   "${MPI[@]}" -n "$1" "$BIN" --data "$DATA" --limit-train 2000 --limit-test 500 --epochs 2 --batch-size "$2" --no-plot \
-    --out "$WORK/p$1" >"$WORK/p$1/log" 2>&1 || fail "P=$1 exited non-zero: $(tail -3 "$WORK/p$1/log")"
+    --optimizer sgd --lr 0.1 --out "$WORK/p$1" >"$WORK/p$1/log" 2>&1 || fail "P=$1 exited non-zero: $(tail -3 "$WORK/p$1/log")"
 done
 if [ "$(wc -l <"$WORK/p1/metrics.csv")" -eq 3 ] && [ "$(wc -l <"$WORK/p2/metrics.csv")" -eq 3 ] &&
    paste -d, "$WORK/p1/metrics.csv" "$WORK/p2/metrics.csv" |
@@ -66,20 +68,21 @@ else
 fi
 
 # Checkpoint and resume: 2 epochs with --checkpoint, then --resume to 3, equal to 3 epochs in one
-# go (every column but the seconds), bitwise: the order of epoch e comes from (seed, e).
+# go, bitwise: the exported weights byte for byte, and every column of metrics.csv but the seconds
+# (the order of epoch e comes from (seed, e)).
 C=(--data "$DATA" --limit-train 1000 --limit-test 300 --no-plot)
 mkdir -p "$WORK/whole" "$WORK/parts"
-"${MPI[@]}" -n 2 "$BIN" "${C[@]}" --epochs 3 --out "$WORK/whole" >"$WORK/whole/log" 2>&1 || fail "whole run: $(tail -3 "$WORK/whole/log")"
+"${MPI[@]}" -n 2 "$BIN" "${C[@]}" --epochs 3 --out "$WORK/whole" --export "$WORK/whole/w.st" >"$WORK/whole/log" 2>&1 || fail "whole run: $(tail -3 "$WORK/whole/log")"
 "${MPI[@]}" -n 2 "$BIN" "${C[@]}" --epochs 2 --out "$WORK/parts" --checkpoint "$WORK/run.ckpt" >"$WORK/parts/log1" 2>&1 ||
   fail "first part: $(tail -3 "$WORK/parts/log1")"
 "${MPI[@]}" -n 2 "$BIN" "${C[@]}" --epochs 3 --out "$WORK/parts" --checkpoint "$WORK/run.ckpt" --resume \
-  >"$WORK/parts/log2" 2>&1 || fail "resumed part: $(tail -3 "$WORK/parts/log2")"
+  --export "$WORK/parts/w.st" >"$WORK/parts/log2" 2>&1 || fail "resumed part: $(tail -3 "$WORK/parts/log2")"
 grep -q "resumed from '$WORK/run.ckpt' after epoch 2 of 3" "$WORK/parts/log2" || fail "no 'resumed' line"
 if [ "$(cut -d, -f1-4 "$WORK/whole/metrics.csv")" = "$(cut -d, -f1-4 "$WORK/parts/metrics.csv")" ] &&
-  [ "$(wc -l <"$WORK/parts/metrics.csv")" -eq 4 ]; then
+  [ "$(wc -l <"$WORK/parts/metrics.csv")" -eq 4 ] && cmp -s "$WORK/whole/w.st" "$WORK/parts/w.st"; then
   pass "resume: bitwise the run that never stopped"
 else
-  fail "resume differs: $(paste -d' ' "$WORK/whole/metrics.csv" "$WORK/parts/metrics.csv")"
+  fail "resume differs (weights: $(cmp "$WORK/whole/w.st" "$WORK/parts/w.st" 2>&1)): $(paste -d' ' "$WORK/whole/metrics.csv" "$WORK/parts/metrics.csv")"
 fi
 # SIGTERM to the ranks (scancel, preemption): every rank finishes its step, rank 0 writes the
 # checkpoint (inside an epoch), all exit 75; --resume then ends bitwise where the run that never
