@@ -2,7 +2,7 @@
 # Installs what is missing (every group of setup-deps.sh), builds the tree scripts/run.sh builds
 # (build/, the same flags: warnings as errors), and runs every test (ctest, side by side where
 # they can: a test's PROCESSORS counts the cores its ranks keep busy, and the tests that start
-# daemons hold a RESOURCE_LOCK); meanwhile builds, at the lowest priority, with AddressSanitizer
+# daemons hold a RESOURCE_LOCK); meanwhile builds with AddressSanitizer
 # + UndefinedBehaviorSanitizer (-DHDDP_SANITIZE=ON, into build-asan) only the programs the tests
 # run (the target test_programs), and runs the serial and MPI tests there as soon as that build
 # is done, beside the rest of the normal pass (its output follows the normal pass's).
@@ -15,8 +15,9 @@
 #
 # The sanitizer pass leaves out: the install tests (an uninstrumented consumer cannot link the
 # instrumented libraries), the Slurm and container tests (they start daemons; the job path is
-# the same code), test_poly_train (the driver end to end: minutes under ASan; the driver runs
-# under ASan in every faults test) and the benchmarks' tests (label bench).
+# the same code), test_poly_train and test_promises (the drivers end to end, equalities of whole
+# runs: minutes under ASan; the drivers run under ASan in every faults test, and with leak checks
+# in test_sanitizer_driver_leaks) and the benchmarks' tests (label bench).
 source "$(dirname "$0")/common.sh"
 T0=$SECONDS
 phase() { echo "== [$((SECONDS - T0)) s] $*"; }
@@ -33,11 +34,11 @@ fi
 phase "install what is missing, build $BUILD_DIR"
 hddp_build all
 
-# The sanitizer build compiles while the normal pass runs, at the lowest priority (nice 19): the
-# tests get the cores whenever they want them (they wait on ranks, daemons and timers for much of
-# the pass) and the build takes what they leave. Its tests then start at once, at the normal
-# priority, beside what is left of the normal pass: the two passes share the cores instead of
-# the second waiting for the first. Logs: $ASAN_DIR/build.log and $ASAN_DIR/pass.log.
+# The sanitizer build compiles while the normal pass runs, and its tests start as soon as it is
+# done, beside what is left of the normal pass: the sanitizer build and pass are the longer
+# path, the normal pass has time to spare, and its tests wait on ranks, daemons and timers for
+# much of it, leaving cores idle that the build and the other pass take. Every test holds beside
+# such load (the suite is run beside two CPU hogs). Logs: $ASAN_DIR/build.log, $ASAN_DIR/pass.log.
 ASAN_DIR="${HDDP_ASAN_BUILD_DIR:-$HDDP_ROOT/build-asan}"
 asan_pid=""
 if [ "${HDDP_SANITIZE_TESTS:-1}" != 0 ]; then
@@ -52,14 +53,14 @@ if [ "${HDDP_SANITIZE_TESTS:-1}" != 0 ]; then
   # they catch faults. Its own session (setsid): interrupted, the script stops the whole job.
   T_ASAN=$SECONDS setsid bash -c '
     cd "$1" || exit 1
-    if ! nice -n 19 cmake --build . -j "$2" --target test_programs >build.log 2>&1; then
+    if ! cmake --build . -j "$2" --target test_programs >build.log 2>&1; then
       echo "the sanitizer build failed; the whole log is $1/build.log" >pass.log; tail -50 build.log >>pass.log
       echo 1 >pass.rc; exit 1
     fi
     echo "== [$((SECONDS + T_ASAN - $3)) s] sanitizer build done, sanitizer pass starts" >pass.log
     rc=0
     ctest --output-on-failure --timeout 900 -j "$2" -L "kernels|core|data|distributed|drivers|mpi|faults|train|sanitizers" \
-      -LE "slurm|container|install|bench" -E "^test_poly_train\$" >>pass.log 2>&1 || rc=$?
+      -LE "slurm|container|install|bench" -E "^(test_poly_train|test_promises)\$" >>pass.log 2>&1 || rc=$?
     echo $rc >pass.rc' _ "$ASAN_DIR" "$JOBS" "$T0" &
   asan_pid=$!
   trap '[ -n "$asan_pid" ] && kill -- "-$asan_pid" 2>/dev/null; wait 2>/dev/null' EXIT

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Leak checks of the two drivers, in the sanitizer build only. The end-to-end tests start the
+# drivers dozens of times with leak checks off (a full stack per allocation costs about 2 s of
+# CPU per rank started); here each driver's paths run once with them on, on 2 ranks: training
+# with a checkpoint, the resume, the export, a NaN stop (exit 3) and a refusal (exit 2).
+# LeakSanitizer ends a leaking process with exit 23, so every exit code is checked exactly.
+# Usage: test_driver_leaks.sh <poly_train> <mnist_train> <mpiexec> <scratch dir in the build tree>
+set -uo pipefail
+POLY=$1 MNIST=$2 MPIEXEC=$3 WORK=$4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+MPI=("$MPIEXEC" --oversubscribe --bind-to none --timeout 240 -n 2)
+rm -rf "$WORK" && mkdir -p "$WORK"
+DATA=$WORK/fmnist  # 256 training and 128 test images of Fashion-MNIST
+python3 "$(dirname "$0")/../../scripts/fmnist_subset.py" /usr/share/datasets/fashion-mnist "$DATA" 256 128 || exit 1
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# expect NAME RC CMD...: CMD exits with RC exactly; its output kept in $WORK/NAME.log.
+expect() {
+  local name=$1 want=$2 rc=0
+  shift 2
+  "$@" >"$WORK/$name.log" 2>&1 || rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, expected $want: $(grep -m3 -A8 'Sanitizer' "$WORK/$name.log" || tail -15 "$WORK/$name.log")"
+  else
+    echo "ok: $name (exit $rc)"
+  fi
+}
+
+P=("$POLY" --epochs 200 --no-plot --checkpoint "$WORK/poly.ck" --checkpoint-every 100)
+expect poly-train 0 "${MPI[@]}" "${P[@]}" --out "$WORK/poly"
+expect poly-resume 0 "${MPI[@]}" "${P[@]}" --epochs 300 --resume --out "$WORK/poly" --export "$WORK/poly.st"
+expect poly-nan 3 "${MPI[@]}" "$POLY" --epochs 50 --no-plot --out "$WORK/poly-nan" --debug-inject-nan 10
+expect poly-bad-init 2 "${MPI[@]}" "$POLY" --epochs 5 --no-plot --out "$WORK/poly-bad" --init "$WORK/poly.ck"
+
+M=("$MNIST" --data "$DATA" --limit-train 256 --limit-test 128 --batch-size 32 --no-plot)
+expect mnist-cnn 0 "${MPI[@]}" "${M[@]}" --model cnn --epochs 1 --out "$WORK/mnist" --checkpoint "$WORK/mnist.ck" \
+  --export "$WORK/mnist.st"
+expect mnist-resume 0 "${MPI[@]}" "${M[@]}" --model cnn --epochs 2 --out "$WORK/mnist" --checkpoint "$WORK/mnist.ck" --resume
+expect mnist-other-model 2 "${MPI[@]}" "${M[@]}" --epochs 3 --out "$WORK/mnist" --checkpoint "$WORK/mnist.ck" --resume
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ] && rm -rf "$WORK"
+[ "$failures" -eq 0 ]
