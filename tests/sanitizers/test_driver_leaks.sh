@@ -3,7 +3,8 @@
 # drivers dozens of times with leak checks off (a full stack per allocation costs about 2 s of
 # CPU per rank started); here each driver's paths run once with them on, on 2 ranks: training
 # with a checkpoint, the resume, the export, a NaN stop (exit 3) and a refusal (exit 2).
-# LeakSanitizer ends a leaking process with exit 23, so every exit code is checked exactly.
+# A leak changes a rank's exit code (LeakSanitizer: 23; mpiexec then 1), so every exit code is
+# checked exactly; a leak added to poly_train's main fails all four of its runs.
 # Usage: test_driver_leaks.sh <poly_train> <mnist_train> <mpiexec> <scratch dir in the build tree>
 set -uo pipefail
 POLY=$1 MNIST=$2 MPIEXEC=$3 WORK=$4
