@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -243,6 +244,8 @@ int run(Env& env, const Options& o) {
     hddp::check_sample_shape(test, train.shape, o.data + ": the test images, for a model built for the training images");
   } catch (const hddp::Error& e) {
     err = hddp::user_message(e.what());
+  } catch (const std::bad_alloc&) {  // a node with a memory cap: the same exit 2 on every rank
+    err = o.data + ": out of memory while reading the images (every rank holds both sets in memory)";
   }
   if (const std::string all = hddp::agree_on_error(env, err); !all.empty()) return usage_error(env, all);
   if (env.root())

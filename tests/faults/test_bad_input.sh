@@ -3,7 +3,8 @@
 # holding a finished run's files (outputs, exported weights, statistics, its checkpoint) is
 # given to runs with bad input that would write all of them again (--checkpoint there with
 # --resume, --export, --stats-json): a bad option, a damaged --init or --config file, damaged
-# IDX files, a test set of another image shape (14 x 14 beside 28 x 28 training images). Each
+# IDX files (a wrong type byte, cut labels, a gzip bomb, dimensions whose product wraps), a test
+# set of another image shape (14 x 14 beside 28 x 28 training images). Each
 # must exit 2 on every rank (each rank's own code, lib.sh RECORD) with a message naming the
 # file or option, train nothing, and leave every file of the folder byte-identical, with no
 # file added or removed (a listing with types, modes and sha256 before and after).
@@ -56,8 +57,21 @@ if [ -e "$SRC/train-images-idx3-ubyte.gz" ]; then
   python3 - "$D" "$WORK" <<'PY'
 import shutil, struct, sys
 src, work = sys.argv[1], sys.argv[2]
-for name in ("magic", "small-test", "cut-labels"):
+import gzip, os
+for name in ("magic", "small-test", "cut-labels", "bomb", "wrap"):
     shutil.copytree(src, f"{work}/{name}")
+# A gzip bomb: the training images' header and pixels, then 256 MiB of zeros (256 KiB gzip'd).
+p = f"{work}/bomb/train-images-idx3-ubyte"
+with gzip.open(p + ".gz", "wb", compresslevel=1) as f:
+    f.write(open(p, "rb").read())
+    zeros = bytes(1 << 20)
+    for _ in range(256):
+        f.write(zeros)
+os.remove(p)
+# Dimensions whose product wraps 64 bits (2^16 x 2^24 x 2^24 = 2^64) over the real pixels.
+p = f"{work}/wrap/train-images-idx3-ubyte"
+raw = open(p, "rb").read()
+open(p, "wb").write(raw[:4] + struct.pack(">III", 1 << 16, 1 << 24, 1 << 24) + raw[16:])
 # A wrong magic number in the training images.
 p = f"{work}/magic/train-images-idx3-ubyte"
 b = bytearray(open(p, "rb").read()); b[2] = 9; open(p, "wb").write(bytes(b))
@@ -85,6 +99,9 @@ PY
   refused mnist-test-shape "$MNIST" "$M" "$WORK/small-test: the test images|shape (1, 14, 14)" "${MR[@]}" \
     --data "$WORK/small-test"
   refused mnist-cut-labels "$MNIST" "$M" "$WORK/cut-labels/t10k-labels-idx1-ubyte" "${MR[@]}" --data "$WORK/cut-labels"
+  refused mnist-gzip-bomb "$MNIST" "$M" "$WORK/bomb/train-images-idx3-ubyte.gz: data after the" "${MR[@]}" --data "$WORK/bomb"
+  refused mnist-wrapping-dims "$MNIST" "$M" "$WORK/wrap/train-images-idx3-ubyte: dimensions (65536, 16777216, 16777216)|overflows" \
+    "${MR[@]}" --data "$WORK/wrap"
 else
   fail "$SRC missing: scripts/setup-deps.sh installs dataset-fashion-mnist"
 fi
