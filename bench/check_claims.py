@@ -278,10 +278,15 @@ run_real = re.search(r"^real\s+(\d+)m([\d.]+)s", read("bench/results/amd-epyc/su
 now = read("bench/results/intel-xeon-processor/suite/test_sh_fresh_clone.log")
 now_phases = {m.group(2): int(m.group(1)) for m in re.finditer(r"^== \[(\d+) s\] (.*)$", now, re.M)}
 now_real = re.search(r"^real\s+(\d+)m([\d.]+)s", now, re.M)
+again_real = re.search(r"^real\s+(\d+)m([\d.]+)s",
+                       read("bench/results/intel-xeon-processor/suite/test_sh_fresh_clone_2.log"), re.M)
 now_tests = [int(m.group(1)) for m in re.finditer(r"tests passed, 0 tests failed out of (\d+)$", now, re.M)]
 CLAIMS += [
-    ("README.md", "19 min 23 s on an Intel Xeon", int(now_real.group(1)) * 60 + float(now_real.group(2)), 1163, 0.5),
-    ("README.md", "build 3.6 min, then the normal pass (83", now_phases["normal pass: ctest -j 2"] / 60, 3.6, 0.05),
+    ("README.md", "19 min 23 s and 21 min 24 s", int(now_real.group(1)) * 60 + float(now_real.group(2)), 1163, 0.5),
+    ("README.md", "19 min 23 s and 21 min 24 s", int(again_real.group(1)) * 60 + float(again_real.group(2)), 1284, 0.5),
+    ("bench/RESULTS.md", "second run of the same code, 21 min 24 s", int(again_real.group(1)) * 60 + float(again_real.group(2)),
+     1284, 0.5),
+    ("README.md", "build 3.6 min,\nthen the normal pass (83", now_phases["normal pass: ctest -j 2"] / 60, 3.6, 0.05),
     ("README.md", "the normal pass (83\ntests)", now_tests[0], 83, 0),
     ("README.md", "the sanitizer pass (66 tests)", now_tests[1], 66, 0),
     ("bench/RESULTS.md", "| 215 -> 942 (727 s) |",
