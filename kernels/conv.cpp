@@ -1,0 +1,344 @@
+// The direct convolution's loops around the batch-reduce micro-kernel (conv.h, conv_ukernel.h):
+// the padded copies, the weights re-blocked, then per pass the loops
+//   forward / input gradient:  image b  x  output row  x  channel block  |  tiles along the row
+//   weight gradient:           image chunk  x  kernel row  x  (rows, channel block) tile
+//                              |  the chunk's images and output rows, as one batch of products
+// one parallel region each (static schedule, the work items depend on the shapes alone).
+#include <hddp/kernels/conv.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/conv_ukernel.h>
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/elementwise.h>  // kParallelMin
+
+namespace hddp {
+
+namespace detail {
+
+const ConvKernels& conv_kernels(const std::string& name) {
+  HDDP_CHECK_ARG(isa_unsupported_reason(name, "HDDP_CONV_KERNEL").empty(),
+                 "HDDP_CONV_KERNEL: " << isa_unsupported_reason(name, "HDDP_CONV_KERNEL"));
+  return name == "avx512" ? conv_kernels_avx512() : name == "avx2" ? conv_kernels_avx2() : conv_kernels_portable();
+}
+
+namespace {
+std::atomic<const ConvKernels*> g_kernels{nullptr};
+}
+
+const ConvKernels& conv_kernels() {
+  const ConvKernels* k = g_kernels.load(std::memory_order_acquire);
+  if (!k) {
+    k = &conv_kernels(isa_choice("HDDP_CONV_KERNEL"));
+    g_kernels.store(k, std::memory_order_release);
+  }
+  return *k;
+}
+
+void conv_use_kernels(const std::string& name) { g_kernels.store(&conv_kernels(name), std::memory_order_release); }
+
+}  // namespace detail
+
+namespace {
+
+using detail::BrgemmCall;
+using detail::ConvKernels;
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// The micro-tile of an M x N output: the NV and MR keeping the most accumulators busy over the
+// tiles M and N really split into (M in equal tiles of at most MR rows, N in blocks of NV
+// vectors, the last block narrower).
+struct TileChoice {
+  int nv = 1, mr = 1;
+  int64_t mtiles = 1, nblocks = 1;
+  int64_t m_begin(int64_t M, int64_t u) const { return M * u / mtiles; }
+};
+TileChoice choose_tile(int64_t M, int64_t N, const detail::ConvBlocking& b) {
+  TileChoice best;
+  double best_score = -1;
+  for (int nv = 1; nv <= b.nv; ++nv) {
+    const int64_t mtiles = (M + b.mr[nv - 1] - 1) / b.mr[nv - 1];
+    const int64_t nblocks = (N + nv * b.L - 1) / (nv * b.L);
+    const double rows = double(M) / double(mtiles), lanes = double(N) / double(nblocks * b.L);
+    const double score = rows * lanes;
+    if (score > best_score + 1e-9) {
+      best_score = score;
+      best = {nv, int((M + mtiles - 1) / mtiles), mtiles, nblocks};
+    }
+  }
+  return best;
+}
+
+void check_shape(const char* fn, const ConvShape& s) {
+  HDDP_CHECK_ARG(s.B >= 0 && s.C > 0 && s.H > 0 && s.W > 0 && s.Cout > 0 && conv_direct_supported(s.k, 1, s.pad) &&
+                     s.k <= s.H + 2 * s.pad && s.k <= s.W + 2 * s.pad,
+                 fn << ": needs B >= 0, C, H, W, Cout > 0, 0 <= pad < k <= 16 and the kernel inside the padded "
+                       "input; got B="
+                    << s.B << " C=" << s.C << " H=" << s.H << " W=" << s.W << " Cout=" << s.Cout << " k=" << s.k
+                    << " pad=" << s.pad);
+}
+
+// Xp (B, H, W + 2 pad, C): X with `pad` zero columns either side, from NHWC or NCHW.
+void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp) {
+  const int64_t Wp = s.W + 2 * s.pad, C = s.C;
+#pragma omp parallel for collapse(2) schedule(static) if (s.B * s.H * Wp * C > kParallelMin)
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t ih = 0; ih < s.H; ++ih) {
+      float* row = xp + (b * s.H + ih) * Wp * C;
+      std::fill(row, row + s.pad * C, 0.0f);
+      std::fill(row + (s.pad + s.W) * C, row + Wp * C, 0.0f);
+      float* dst = row + s.pad * C;
+      if (in == ImageLayout::NHWC || C == 1) {
+        std::memcpy(dst, X + (b * s.H + ih) * s.W * C, sizeof(float) * size_t(s.W * C));
+      } else {
+        const float* src = X + b * C * s.H * s.W + ih * s.W;
+        for (int64_t iw = 0; iw < s.W; ++iw)
+          for (int64_t c = 0; c < C; ++c) dst[iw * C + c] = src[c * s.H * s.W + iw];
+      }
+    }
+}
+
+// NHWC (B, P, C) -> NCHW (B, C, P).
+void to_nchw(int64_t B, int64_t P, int64_t C, const float* src, float* dst) {
+#pragma omp parallel for collapse(2) schedule(static) if (B * P * C > kParallelMin)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < P; ++p) dst[(b * C + c) * P + p] = src[(b * P + p) * C + c];
+}
+
+// Kernel rows of one output row (forward) or input row (input gradient) that fall inside the
+// image: at most 16 products per batch.
+constexpr int kMaxK = 16;
+
+}  // namespace
+
+bool conv_direct_supported(int64_t k, int64_t stride, int64_t pad) {
+  return stride == 1 && k >= 1 && k <= kMaxK && pad >= 0 && pad < k;
+}
+
+std::string conv_kernel_name() { return std::string(detail::conv_kernels().blocking->isa); }
+
+int64_t conv_direct_forward_scratch(const ConvShape& s) {
+  const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L);
+  return s.B * s.H * (s.W + 2 * s.pad) * s.C + s.k * s.k * s.C * Np + Np + s.B * s.OH() * s.OW() * s.Cout;
+}
+
+int64_t conv_direct_backward_scratch(const ConvShape& s) {
+  const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L), Cp = round_up(s.C, L);
+  const int64_t q = s.k - 1 - s.pad, chunks = std::min(s.B, detail::kConvWeightChunks);
+  return s.B * s.H * (s.W + 2 * s.pad) * s.C + s.B * s.OH() * (s.OW() + 2 * q) * Np + s.k * s.k * Np * Cp +
+         chunks * (s.k * s.k * s.C * Np + Np) + s.B * s.H * s.W * s.C;
+}
+
+void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
+                         const float* b, bool relu, float* Y, float* scratch) {
+  check_shape("conv_direct_forward", s);
+  HDDP_CHECK_ARG(X && Wt && Y && scratch, "conv_direct_forward: X, Wt, Y and scratch must not be null");
+  const ConvKernels& kern = detail::conv_kernels();
+  const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), Wp = s.W + 2 * s.pad, OH = s.OH(), OW = s.OW();
+  const int64_t C = s.C, k = s.k, Cout = s.Cout;
+  float* xp = scratch;
+  float* wr = xp + s.B * s.H * Wp * C;  // Wr[ki][kj][ci][co], co padded to Np
+  float* bp = wr + k * k * C * Np;
+  float* yt = bp + Np;  // the NHWC output when Y is NCHW
+  pad_input(s, in, X, xp);
+  for (int64_t ki = 0; ki < k; ++ki)
+    for (int64_t kj = 0; kj < k; ++kj)
+      for (int64_t ci = 0; ci < C; ++ci) {
+        float* r = wr + ((ki * k + kj) * C + ci) * Np;
+        for (int64_t co = 0; co < Np; ++co) r[co] = co < Cout ? Wt[((co * C + ci) * k + ki) * k + kj] : 0.0f;
+      }
+  for (int64_t co = 0; co < Np; ++co) bp[co] = b && co < Cout ? b[co] : 0.0f;
+  float* yo = out == ImageLayout::NHWC ? Y : yt;
+  const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
+  // Loop 3: images, loop 2: output rows, loop 1: channel blocks; then the row's tiles.
+#pragma omp parallel for collapse(3) schedule(static) if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
+  for (int64_t bi = 0; bi < s.B; ++bi)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t j = 0; j < t.nblocks; ++j) {
+        const int64_t co0 = j * t.nv * L, N = std::min<int64_t>(t.nv * L, Cout - co0);
+        const float* a[kMaxK];
+        const float* bb[kMaxK];
+        int64_t kk[kMaxK];
+        int64_t n = 0;
+        for (int64_t ki = 0; ki < k; ++ki) {
+          const int64_t ih = oh + ki - s.pad;
+          if (ih < 0 || ih >= s.H) continue;
+          a[n] = xp + (bi * s.H + ih) * Wp * C;
+          bb[n] = wr + ki * k * C * Np + co0;
+          kk[n] = k * C;
+          ++n;
+        }
+        BrgemmCall call{n, a, bb, kk, C, 1, Np, nullptr, Cout, N, false, b ? bp + co0 : nullptr, relu};
+        const int nvb = int((N + L - 1) / L);
+        for (int64_t u = 0; u < t.mtiles; ++u) {
+          const int64_t ow0 = t.m_begin(OW, u), m = t.m_begin(OW, u + 1) - ow0;
+          const float* at[kMaxK];
+          for (int64_t i = 0; i < n; ++i) at[i] = a[i] + ow0 * C;
+          call.a = at;
+          call.c = yo + ((bi * OH + oh) * OW + ow0) * Cout + co0;
+          kern.kernel[0][nvb - 1][m - 1](call);
+        }
+      }
+  if (out == ImageLayout::NCHW) to_nchw(s.B, OH * OW, Cout, yt, Y);
+}
+
+void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
+                          const float* dY, const float* y, float* dX, float* dW, float* db, bool accumulate,
+                          float* scratch) {
+  check_shape("conv_direct_backward", s);
+  HDDP_CHECK_ARG(X && Wt && dY && dW && scratch, "conv_direct_backward: X, Wt, dY, dW and scratch must not be null");
+  const ConvKernels& kern = detail::conv_kernels();
+  const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), Cp = round_up(s.C, L);
+  const int64_t C = s.C, k = s.k, Cout = s.Cout, H = s.H, Wd = s.W, OH = s.OH(), OW = s.OW();
+  const int64_t Wp = Wd + 2 * s.pad, q = k - 1 - s.pad, OWq = OW + 2 * q;
+  const int64_t chunks = std::min(s.B, detail::kConvWeightChunks), part_size = k * k * C * Np + Np;
+  float* xp = scratch;
+  float* dyp = xp + s.B * H * Wp * C;     // (B, OH, OWq, Np)
+  float* wd = dyp + s.B * OH * OWq * Np;  // Wd[ki][kj'][co][ci], co to Np, ci to Cp
+  float* part = wd + k * k * Np * Cp;     // per chunk: dW[ki][kj][ci][co] (Np), then db (Np)
+  float* dxt = part + chunks * part_size;  // the NHWC input gradient when dX is NCHW
+  if (s.B == 0) {
+    if (!accumulate) {
+      std::fill(dW, dW + Cout * C * k * k, 0.0f);
+      if (db) std::fill(db, db + Cout, 0.0f);
+    }
+    return;
+  }
+  pad_input(s, in, X, xp);
+  // dYp: dY (masked by y > 0 where ReLU was fused), q zero columns either side, channels to Np.
+#pragma omp parallel for collapse(2) schedule(static) if (s.B * OH * OWq * Np > kParallelMin)
+  for (int64_t bi = 0; bi < s.B; ++bi)
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      float* row = dyp + (bi * OH + oh) * OWq * Np;
+      std::fill(row, row + q * Np, 0.0f);
+      std::fill(row + (q + OW) * Np, row + OWq * Np, 0.0f);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        float* d = row + (q + ow) * Np;
+        for (int64_t co = 0; co < Cout; ++co) {
+          const int64_t at = out == ImageLayout::NHWC ? ((bi * OH + oh) * OW + ow) * Cout + co
+                                                      : ((bi * Cout + co) * OH + oh) * OW + ow;
+          d[co] = y && !(y[at] > 0.0f) ? 0.0f : dY[at];
+        }
+        std::fill(d + Cout, d + Np, 0.0f);
+      }
+    }
+
+  if (dX) {
+    for (int64_t ki = 0; ki < k; ++ki)
+      for (int64_t kj = 0; kj < k; ++kj)  // kj here is kj' = k - 1 - kj of the forward
+        for (int64_t co = 0; co < Np; ++co) {
+          float* r = wd + ((ki * k + kj) * Np + co) * Cp;
+          for (int64_t ci = 0; ci < Cp; ++ci)
+            r[ci] = co < Cout && ci < C ? Wt[((co * C + ci) * k + ki) * k + (k - 1 - kj)] : 0.0f;
+        }
+    float* dxo = in == ImageLayout::NHWC ? dX : dxt;
+    const TileChoice t = choose_tile(Wd, C, *kern.blocking);
+#pragma omp parallel for collapse(3) schedule(static) if (s.B * H * Wd * C * k * k * Cout > kParallelMin)
+    for (int64_t bi = 0; bi < s.B; ++bi)
+      for (int64_t ih = 0; ih < H; ++ih)
+        for (int64_t j = 0; j < t.nblocks; ++j) {
+          const int64_t ci0 = j * t.nv * L, N = std::min<int64_t>(t.nv * L, C - ci0);
+          const float* a[kMaxK];
+          const float* bb[kMaxK];
+          int64_t kk[kMaxK];
+          int64_t n = 0;
+          for (int64_t ki = 0; ki < k; ++ki) {
+            const int64_t oh = ih + s.pad - ki;
+            if (oh < 0 || oh >= OH) continue;
+            a[n] = dyp + (bi * OH + oh) * OWq * Np;
+            bb[n] = wd + ki * k * Np * Cp + ci0;
+            kk[n] = k * Np;
+            ++n;
+          }
+          BrgemmCall call{n, a, bb, kk, Np, 1, Cp, nullptr, C, N, false, nullptr, false};
+          const int nvb = int((N + L - 1) / L);
+          for (int64_t u = 0; u < t.mtiles; ++u) {
+            const int64_t iw0 = t.m_begin(Wd, u), m = t.m_begin(Wd, u + 1) - iw0;
+            const float* at[kMaxK];
+            for (int64_t i = 0; i < n; ++i) at[i] = a[i] + iw0 * Np;
+            call.a = at;
+            call.c = dxo + ((bi * H + ih) * Wd + iw0) * C + ci0;
+            if (n == 0) {  // no kernel row reaches this input row: its gradient is 0
+              for (int64_t i = 0; i < m; ++i) std::fill(call.c + i * C, call.c + i * C + N, 0.0f);
+              continue;
+            }
+            kern.kernel[0][nvb - 1][m - 1](call);
+          }
+        }
+    if (in == ImageLayout::NCHW) to_nchw(s.B, H * Wd, C, dxt, dX);
+  }
+
+  // The weight gradient: per chunk of images, dW[ki]((kj, ci), co) over the chunk's output rows,
+  // in batches of kBatch rows (a partial sum in registers per batch, added into the chunk's
+  // buffer in order).
+  constexpr int kBatch = 64;
+  const int64_t M = k * C;
+  const TileChoice t = choose_tile(M, Cout, *kern.blocking);
+  const int64_t tiles = t.mtiles * t.nblocks;
+#pragma omp parallel for collapse(3) schedule(static) if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
+  for (int64_t ch = 0; ch < chunks; ++ch)
+    for (int64_t ki = 0; ki < k; ++ki)
+      for (int64_t u = 0; u < tiles; ++u) {
+        const int64_t b0 = s.B * ch / chunks, b1 = s.B * (ch + 1) / chunks;
+        const int64_t mu = u / t.nblocks, j = u % t.nblocks;
+        const int64_t m0 = t.m_begin(M, mu), m = t.m_begin(M, mu + 1) - m0;
+        const int64_t co0 = j * t.nv * L, N = std::min<int64_t>(t.nv * L, Cout - co0);
+        float* pc = part + ch * part_size;
+        const float* a[kBatch];
+        const float* bb[kBatch];
+        int64_t kk[kBatch];
+        BrgemmCall call{0, a, bb, kk, 1, C, Np, pc + (ki * k * C + m0) * Np + co0, Np, N, false, nullptr, false};
+        const detail::BrgemmKernel f = kern.kernel[1][(N + L - 1) / L - 1][m - 1];
+        int64_t n = 0;
+        auto flush = [&] {
+          call.n = n;
+          f(call);
+          call.accumulate = true;
+          n = 0;
+        };
+        for (int64_t bi = b0; bi < b1; ++bi)
+          for (int64_t oh = 0; oh < OH; ++oh) {
+            const int64_t ih = oh + ki - s.pad;
+            if (ih < 0 || ih >= H) continue;
+            a[n] = xp + (bi * H + ih) * Wp * C + m0;
+            bb[n] = dyp + ((bi * OH + oh) * OWq + q) * Np + co0;
+            kk[n] = OW;
+            if (++n == kBatch) flush();
+          }
+        if (n > 0 || !call.accumulate) flush();
+        if (ki == 0 && u == 0 && db) {  // the chunk's bias gradient, pixel after pixel
+          float* pdb = pc + k * k * C * Np;
+          std::fill(pdb, pdb + Np, 0.0f);
+          for (int64_t bi = b0; bi < b1; ++bi)
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              const float* row = dyp + ((bi * OH + oh) * OWq + q) * Np;
+              for (int64_t ow = 0; ow < OW; ++ow)
+                for (int64_t co = 0; co < Np; ++co) pdb[co] += row[ow * Np + co];
+            }
+        }
+      }
+  // The chunks added in order into PyTorch's (Cout, C, k, k).
+#pragma omp parallel for schedule(static) if (chunks * Cout * C * k * k > kParallelMin)
+  for (int64_t co = 0; co < Cout; ++co) {
+    for (int64_t ci = 0; ci < C; ++ci)
+      for (int64_t ki = 0; ki < k; ++ki)
+        for (int64_t kj = 0; kj < k; ++kj) {
+          float v = 0.0f;
+          for (int64_t ch = 0; ch < chunks; ++ch) v += part[ch * part_size + ((ki * k + kj) * C + ci) * Np + co];
+          float& d = dW[((co * C + ci) * k + ki) * k + kj];
+          d = (accumulate ? d : 0.0f) + v;
+        }
+    if (db) {
+      float v = 0.0f;
+      for (int64_t ch = 0; ch < chunks; ++ch) v += part[ch * part_size + k * k * C * Np + co];
+      db[co] = (accumulate ? db[co] : 0.0f) + v;
+    }
+  }
+}
+
+}  // namespace hddp

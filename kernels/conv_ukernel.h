@@ -1,0 +1,50 @@
+#pragma once
+// The direct convolution's micro-kernel: one batch-reduce GEMM (Georganas et al., SC'18; oneDNN's
+// brgemm), the only instruction-set-specific piece of the convolution. One file per set, each the
+// only file built with its flags, all three expanding the one template of conv_ukernel_impl.h:
+//   conv_ukernel_portable.cpp  plain C++, any CPU
+//   conv_ukernel_avx2.cpp      AVX2+FMA
+//   conv_ukernel_avx512.cpp    AVX-512F
+//
+// One call computes an MR x (NV*L) tile
+//   acc(i, j) = sum over t < n, p < k[t] of  A_t(i, p) * B_t(p, j)
+//   A_t(i, p) = a[t][i * rsa + p * csa]      (inputs read in place: a row of pixels, or a gradient's
+//   B_t(p, j) = b[t][p * ldb + j]             (kj, ci) rows; B: re-blocked weights or padded dY)
+// with every B row readable for NV*L lanes, then stores
+//   c[i * ldc + j] = relu?( (accumulate ? c[i * ldc + j] : 0) + acc(i, j) + (bias ? bias[j] : 0) )
+// for j < N (the last vector's lanes past N are neither read nor written in c; bias holds NV*L
+// values). The A operand comes in two orders: along p contiguous (csa = 1: pixels x channels, the
+// forward and the input gradient) or along i contiguous (rsa = 1: the weight gradient).
+#include <cstdint>
+
+#include <hddp/kernels/conv_blocking.h>
+
+namespace hddp::detail {
+
+struct BrgemmCall {
+  int64_t n = 0;                     // products summed
+  const float* const* a = nullptr;   // n pointers
+  const float* const* b = nullptr;   // n pointers
+  const int64_t* k = nullptr;        // n lengths
+  int64_t rsa = 0, csa = 0, ldb = 0;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  int64_t N = 0;                     // columns stored: (NV - 1) * L < N <= NV * L
+  bool accumulate = false;
+  const float* bias = nullptr;
+  bool relu = false;
+};
+
+using BrgemmKernel = void (*)(const BrgemmCall&);
+
+// kernel[order][nv - 1][mr - 1]; order 0: csa == 1, 1: rsa == 1. nullptr past the set's table row.
+struct ConvKernels {
+  const ConvBlocking* blocking;
+  BrgemmKernel kernel[2][kConvMaxNV][kConvMaxMR];
+};
+
+const ConvKernels& conv_kernels_portable();
+const ConvKernels& conv_kernels_avx2();
+const ConvKernels& conv_kernels_avx512();
+
+}  // namespace hddp::detail

@@ -1,0 +1,73 @@
+// The batch-reduce micro-kernel of conv_ukernel.h over a vector type V (no include guard: each
+// instruction set's file includes it once, after defining V):
+//   V::R, V::L, zero(), loadu(p), bcast(p), fma(a, b, c), add(a, b), relu(a), store_n(p, r, n)
+//   and load_n(p, n) (the first n lanes, 0 < n <= L, others neither read nor written).
+// Loops over i and v are unrolled (MR and NV are template arguments), so the accumulators stay in
+// registers over the whole batch of products.
+#include <array>
+#include <utility>
+
+namespace hddp::detail {
+namespace {
+
+template <int MR, int NV, bool ContiguousP>
+void brgemm(const BrgemmCall& c) {
+  using R = typename V::R;
+  constexpr int L = V::L;
+  R acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+  for (int64_t t = 0; t < c.n; ++t) {
+    const float* a = c.a[t];
+    const float* b = c.b[t];
+    const int64_t K = c.k[t];
+    for (int64_t p = 0; p < K; ++p) {
+      R bv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) bv[v] = V::loadu(b + p * c.ldb + v * L);
+      const float* ap = ContiguousP ? a + p : a + p * c.csa;
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const R ai = V::bcast(ContiguousP ? ap + i * c.rsa : ap + i);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(ai, bv[v], acc[i][v]);
+      }
+    }
+  }
+  const int last = int(c.N - (NV - 1) * L);  // lanes of the last vector stored
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      float* cp = c.c + i * c.ldc + v * L;
+      const int n = v == NV - 1 ? last : L;
+      R r = acc[i][v];
+      if (c.accumulate) r = V::add(r, V::load_n(cp, n));
+      if (c.bias) r = V::add(r, V::loadu(c.bias + v * L));
+      if (c.relu) r = V::relu(r);
+      V::store_n(cp, r, n);
+    }
+}
+
+template <int NV, bool ContiguousP, int... I>
+void fill_row(BrgemmKernel* row, int mr_max, std::integer_sequence<int, I...>) {
+  ((row[I] = I < mr_max ? &brgemm<I + 1, NV, ContiguousP> : nullptr), ...);
+}
+
+template <bool ContiguousP, int... V_>
+void fill_order(ConvKernels& k, std::integer_sequence<int, V_...>) {
+  ((V_ < k.blocking->nv ? fill_row<V_ + 1, ContiguousP>(k.kernel[ContiguousP ? 0 : 1][V_], k.blocking->mr[V_],
+                                                          std::make_integer_sequence<int, kConvMaxMR>{})
+                        : void()),
+   ...);
+}
+
+ConvKernels make_kernels(std::string_view isa) {
+  ConvKernels k{};
+  for (const ConvBlocking& b : kConvBlocking)
+    if (b.isa == isa) k.blocking = &b;
+  fill_order<true>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  fill_order<false>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  return k;
+}
+
+}  // namespace
+}  // namespace hddp::detail

@@ -1,0 +1,174 @@
+// The direct convolution (kernels/conv.h) against its naive twin: shapes swept over 0, 1 and odd
+// sizes, every padding, bias and fused ReLU on and off, both activation layouts, the gradients
+// accumulated and overwritten; and bitwise the same for 1, 2 and 3 threads. Run once per
+// micro-kernel set (HDDP_CONV_KERNEL, as ctest registers it); a set this CPU cannot execute
+// exits 77 ("Not Run").
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <hddp/kernels/conv.h>
+#include <hddp/kernels/cpu_isa.h>
+
+using namespace hddp;
+
+namespace {
+
+std::vector<float> randv(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> v(size_t(std::max<int64_t>(n, 1)));
+  for (auto& x : v) x = float(double(rng() >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  return v;
+}
+
+// NHWC (B, P, C) <-> NCHW (B, C, P).
+std::vector<float> nhwc_to_nchw(const std::vector<float>& x, int64_t B, int64_t P, int64_t C) {
+  std::vector<float> y(x.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < P; ++p) y[size_t((b * C + c) * P + p)] = x[size_t((b * P + p) * C + c)];
+  return y;
+}
+
+// |got - want| within a few float roundings of a sum of `terms` products of values below 1.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, int64_t n, double terms,
+                  const std::string& what) {
+  const double tol = 1e-6 * (terms + 4);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_NEAR(got[size_t(i)], want[size_t(i)], tol * std::max(1.0, std::fabs(double(want[size_t(i)]))))
+        << what << " at " << i;
+}
+
+struct Case {
+  ConvShape s;
+  bool bias, relu, accumulate;
+  ImageLayout layout;
+};
+
+std::string describe(const Case& c) {
+  const ConvShape& s = c.s;
+  return "B=" + std::to_string(s.B) + " C=" + std::to_string(s.C) + " H=" + std::to_string(s.H) + " W=" +
+         std::to_string(s.W) + " Cout=" + std::to_string(s.Cout) + " k=" + std::to_string(s.k) + " pad=" +
+         std::to_string(s.pad) + (c.bias ? " bias" : "") + (c.relu ? " relu" : "") +
+         (c.accumulate ? " accumulate" : "") + (c.layout == ImageLayout::NCHW ? " nchw" : " nhwc");
+}
+
+void check_case(const Case& c) {
+  const ConvShape& s = c.s;
+  SCOPED_TRACE(describe(c));
+  const int64_t nx = s.B * s.H * s.W * s.C, ny = s.B * s.OH() * s.OW() * s.Cout, nw = s.Cout * s.C * s.k * s.k;
+  const auto X = randv(nx, 1), Wt = randv(nw, 2), b = randv(s.Cout, 3), dY = randv(ny, 4);
+  const float* bias = c.bias ? b.data() : nullptr;
+  // Naive, NHWC.
+  std::vector<float> y_ref(size_t(std::max<int64_t>(ny, 1)));
+  conv_naive_forward(s, X.data(), Wt.data(), bias, c.relu, y_ref.data());
+  auto dW_ref = randv(nw, 5), db_ref = randv(s.Cout, 6);
+  auto dW = dW_ref, db = db_ref;
+  std::vector<float> dX_ref(size_t(std::max<int64_t>(nx, 1)));
+  conv_naive_backward(s, X.data(), Wt.data(), dY.data(), c.relu ? y_ref.data() : nullptr, dX_ref.data(),
+                      dW_ref.data(), bias ? db_ref.data() : nullptr, c.accumulate);
+  // Direct, in the case's layout.
+  const bool nchw = c.layout == ImageLayout::NCHW;
+  const auto Xl = nchw ? nhwc_to_nchw(X, s.B, s.H * s.W, s.C) : X;
+  const auto dYl = nchw ? nhwc_to_nchw(dY, s.B, s.OH() * s.OW(), s.Cout) : dY;
+  std::vector<float> scratch(size_t(std::max(conv_direct_forward_scratch(s), conv_direct_backward_scratch(s))) + 1,
+                             NAN);
+  std::vector<float> y(size_t(std::max<int64_t>(ny, 1)), NAN), dX(size_t(std::max<int64_t>(nx, 1)), NAN);
+  conv_direct_forward(s, c.layout, c.layout, Xl.data(), Wt.data(), bias, c.relu, y.data(), scratch.data());
+  const auto y_want = nchw ? nhwc_to_nchw(y_ref, s.B, s.OH() * s.OW(), s.Cout) : y_ref;
+  expect_close(y, y_want, ny, double(s.k * s.k * s.C), "Y");
+  conv_direct_backward(s, c.layout, c.layout, Xl.data(), Wt.data(), dYl.data(), c.relu ? y.data() : nullptr,
+                       dX.data(), dW.data(), bias ? db.data() : nullptr, c.accumulate, scratch.data());
+  const auto dX_want = nchw ? nhwc_to_nchw(dX_ref, s.B, s.H * s.W, s.C) : dX_ref;
+  expect_close(dX, dX_want, nx, double(s.k * s.k * s.Cout), "dX");
+  expect_close(dW, dW_ref, nw, double(s.B * s.OH() * s.OW()), "dW");
+  if (bias) expect_close(db, db_ref, s.Cout, double(s.B * s.OH() * s.OW()), "db");
+}
+
+TEST(ConvDirect, AgreesWithNaiveTwin) {
+  int n = 0;
+  for (int64_t k : {1, 2, 3, 5})
+    for (int64_t pad = 0; pad < k; ++pad)
+      for (int64_t B : {0, 1, 3})
+        for (int64_t C : {1, 3, 17})
+          for (int64_t Cout : {1, 5, 16, 33})
+            for (int64_t HW : {int64_t(1), int64_t(6), int64_t(15)}) {
+              if (k > HW + 2 * pad) continue;
+              const bool odd = (n++ % 2) == 1;
+              check_case({{B, C, HW, HW + 1, Cout, k, pad}, odd, !odd, (n % 3) == 0,
+                          (n % 4) < 2 ? ImageLayout::NHWC : ImageLayout::NCHW});
+              if (HasFatalFailure()) return;
+            }
+}
+
+TEST(ConvDirect, TheCnnShapes) {
+  for (bool relu : {false, true}) {
+    check_case({{5, 1, 28, 28, 32, 3, 1}, true, relu, false, ImageLayout::NHWC});
+    check_case({{5, 32, 14, 14, 64, 3, 1}, true, relu, true, ImageLayout::NHWC});
+    check_case({{3, 64, 7, 7, 128, 3, 1}, false, relu, false, ImageLayout::NCHW});
+  }
+}
+
+// Every output bit the same for 1, 2 and 3 threads (the work split depends on the shapes alone).
+TEST(ConvDirect, BitwiseAcrossThreadCounts) {
+  for (const ConvShape s : {ConvShape{19, 32, 14, 14, 64, 3, 1}, ConvShape{23, 1, 28, 28, 32, 3, 1}}) {
+    const int64_t nx = s.B * s.H * s.W * s.C, ny = s.B * s.OH() * s.OW() * s.Cout, nw = s.Cout * s.C * s.k * s.k;
+    const auto X = randv(nx, 11), Wt = randv(nw, 12), b = randv(s.Cout, 13), dY = randv(ny, 14);
+    std::vector<float> scratch(size_t(conv_direct_backward_scratch(s) + conv_direct_forward_scratch(s)));
+    std::vector<std::vector<float>> outs;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      std::vector<float> y(static_cast<size_t>(ny)), dX(static_cast<size_t>(nx)), dW(static_cast<size_t>(nw)),
+          db(static_cast<size_t>(s.Cout));
+      conv_direct_forward(s, ImageLayout::NHWC, ImageLayout::NHWC, X.data(), Wt.data(), b.data(), true, y.data(),
+                          scratch.data());
+      conv_direct_backward(s, ImageLayout::NHWC, ImageLayout::NHWC, X.data(), Wt.data(), dY.data(), y.data(),
+                           dX.data(), dW.data(), db.data(), false, scratch.data());
+      y.insert(y.end(), dX.begin(), dX.end());
+      y.insert(y.end(), dW.begin(), dW.end());
+      y.insert(y.end(), db.begin(), db.end());
+      outs.push_back(std::move(y));
+    }
+    omp_set_num_threads(omp_get_num_procs());
+    for (size_t i = 1; i < outs.size(); ++i) ASSERT_TRUE(outs[i] == outs[0]) << "threads " << i + 1 << " vs 1";
+  }
+}
+
+TEST(ConvDirect, RefusesWhatItDoesNotTake) {
+  EXPECT_FALSE(conv_direct_supported(3, 2, 1));
+  EXPECT_FALSE(conv_direct_supported(3, 1, 3));
+  EXPECT_FALSE(conv_direct_supported(17, 1, 0));
+  EXPECT_TRUE(conv_direct_supported(3, 1, 2));
+  std::vector<float> buf(4096);
+  EXPECT_THROW(conv_direct_forward({1, 1, 4, 4, 1, 3, 3}, ImageLayout::NHWC, ImageLayout::NHWC, buf.data(), buf.data(),
+                                   nullptr, false, buf.data(), buf.data()),
+               std::invalid_argument);
+  EXPECT_THROW(conv_direct_forward({1, 1, 1, 1, 1, 5, 1}, ImageLayout::NHWC, ImageLayout::NHWC, buf.data(), buf.data(),
+                                   nullptr, false, buf.data(), buf.data()),
+               std::invalid_argument);
+  EXPECT_THROW(conv_direct_forward({1, 1, 4, 4, 1, 3, 1}, ImageLayout::NHWC, ImageLayout::NHWC, nullptr, buf.data(),
+                                   nullptr, false, buf.data(), buf.data()),
+               std::invalid_argument);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* want = std::getenv("HDDP_CONV_KERNEL");
+  if (want && *want) {
+    const std::string why = detail::isa_unsupported_reason(want, "HDDP_CONV_KERNEL");  // throws if unknown
+    if (!why.empty()) {
+      std::printf("convolution kernel set %s: NOT RUN, %s\n", want, why.c_str());
+      return 77;
+    }
+  }
+  std::printf("convolution kernel set under test: %s\n", conv_kernel_name().c_str());
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
