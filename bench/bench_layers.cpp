@@ -19,6 +19,8 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -26,7 +28,10 @@
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
+#include <hddp/kernels/conv.h>
 #include <hddp/kernels/gemm.h>
+
+#include "peak.h"
 
 namespace {
 
@@ -78,13 +83,54 @@ void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
 }
 
 // One Conv2d, 3x3 pad 1 stride 1, batch B: forward, or forward and backward (with dX or not).
-struct ConvShape {
+struct ConvCase {
   const char* name;
   int64_t C, H, Cout;
   bool dx;
 };
 
-void run_conv(benchmark::State& state, const ConvShape& s, bool backward, GemmBackend backend) {
+// The FMA probe of this machine at the run's thread count (bench/peak), measured once.
+double fma_peak() {
+  static const double peak = bench::fma_peak_gflops(bench::widest_isa(), false, omp_get_max_threads());
+  return peak;
+}
+
+void report_conv(benchmark::State& state, const ConvCase& s, bool backward) {
+  const double products = backward ? (s.dx ? 3.0 : 2.0) : 1.0;
+  const double flops = products * 2.0 * 64.0 * double(s.Cout) * double(s.H * s.H) * double(s.C * 9);
+  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_pct"] = 100.0 * (flops * 1e-9 * double(state.iterations()) /
+                                        double(state.counters["elapsed_s"])) / fma_peak();
+  state.counters["threads"] = omp_get_max_threads();
+}
+
+// The direct convolution (kernels/conv.h) on channels-last activations, as inside a model.
+void run_conv_direct(benchmark::State& state, const ConvCase& s, bool backward) {
+  const hddp::ConvShape g{64, s.C, s.H, s.H, s.Cout, 3, 1};
+  Rng rng(2);
+  auto fill = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+    return v;
+  };
+  const int64_t P = s.H * s.H;
+  const std::vector<float> x = fill(64 * s.C * P), w = fill(s.Cout * s.C * 9), b = fill(s.Cout), dy = fill(64 * s.Cout * P);
+  std::vector<float> y(size_t(64 * s.Cout * P)), dx(x.size()), dw(w.size()), db(b.size());
+  std::vector<float> scratch(size_t(std::max(conv_direct_forward_scratch(g), conv_direct_backward_scratch(g))));
+  const auto nhwc = ImageLayout::NHWC;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    conv_direct_forward(g, nhwc, nhwc, x.data(), w.data(), b.data(), false, y.data(), scratch.data());
+    if (backward)
+      conv_direct_backward(g, nhwc, nhwc, x.data(), w.data(), dy.data(), nullptr, s.dx ? dx.data() : nullptr,
+                           dw.data(), db.data(), false, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report_conv(state, s, backward);
+}
+
+void run_conv(benchmark::State& state, const ConvCase& s, bool backward, GemmBackend backend) {
   set_gemm_backend(backend);
   const int64_t B = 64, k = 3, pad = 1, H = s.H, W = s.H, P = H * W, ckk = s.C * k * k;
   Rng rng(2);
@@ -96,6 +142,7 @@ void run_conv(benchmark::State& state, const ConvShape& s, bool backward, GemmBa
   const std::vector<float> x = fill(B * s.C * P), w = fill(s.Cout * ckk), b = fill(s.Cout), dy = fill(B * s.Cout * P);
   std::vector<float> y(size_t(B * s.Cout * P)), dx(x.size()), dw(w.size()), db(b.size());
   std::vector<float> scratch(size_t(conv2d_scratch_size(B, s.C, H, W, s.Cout, k, 1, pad)));
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     conv2d_forward(B, s.C, H, W, s.Cout, k, 1, pad, x.data(), w.data(), b.data(), y.data(), scratch.data());
     if (backward)
@@ -103,10 +150,8 @@ void run_conv(benchmark::State& state, const ConvShape& s, bool backward, GemmBa
                       dw.data(), db.data(), scratch.data(), false);
     benchmark::ClobberMemory();
   }
-  const double products = backward ? (s.dx ? 3.0 : 2.0) : 1.0;
-  const double flops = products * 2.0 * double(B) * double(s.Cout) * double(P) * double(ckk);
-  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = omp_get_max_threads();
+  state.counters["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report_conv(state, s, backward);
 }
 
 }  // namespace
@@ -130,8 +175,8 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(name.c_str(), [c, backend = backend](benchmark::State& st) { run_step(st, c, backend); })
           ->UseRealTime();
     }
-  const ConvShape convs[] = {{"c1_1x28x28_to_32", 1, 28, 32, false}, {"c2_32x14x14_to_64", 32, 14, 64, true}};
-  for (const ConvShape& s : convs)
+  const ConvCase convs[] = {{"c1_1x28x28_to_32", 1, 28, 32, false}, {"c2_32x14x14_to_64", 32, 14, 64, true}};
+  for (const ConvCase& s : convs)
     for (bool bwd : {false, true})
       for (auto [bname, backend] : backends) {
         const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + bname;
@@ -139,6 +184,12 @@ int main(int argc, char** argv) {
           run_conv(st, s, bwd, backend);
         })->UseRealTime();
       }
+  for (const ConvCase& s : convs)
+    for (bool bwd : {false, true}) {
+      const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + "direct";
+      benchmark::RegisterBenchmark(name.c_str(), [s, bwd](benchmark::State& st) { run_conv_direct(st, s, bwd); })
+          ->UseRealTime();
+    }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("hddp_kernel", gemm_kernel_name());

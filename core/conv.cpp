@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/elementwise.h>
@@ -284,6 +286,105 @@ void maxpool2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, i
   }
 }
 
+namespace {
+// best, at = x, pos where x > best or x is NaN (PyTorch's rule, as maxpool2d_forward). Without
+// a branch and with restrict, so that it vectorises.
+template <class T>
+__attribute__((noinline)) void take_max(int64_t n, const T* __restrict x, T* __restrict best, T* __restrict at, T pos) {
+  for (int64_t c = 0; c < n; ++c) {
+    const bool take = (x[c] > best[c]) | (x[c] != x[c]);
+    best[c] = take ? x[c] : best[c];
+    at[c] = take ? pos : at[c];
+  }
+}
+
+// n <= 64 channels of one output pixel: dx_t[c] (+)= dy[c] where am[c] == t, else (+)= 0, for
+// each window position t, dx_t = dx + offset[t]. The positions widened to T first, so that
+// every loop is a plain vector select.
+template <class T>
+__attribute__((noinline)) void route_grad(int64_t n, int64_t taps, const uint8_t* __restrict am,
+                                          const T* __restrict dy, T* __restrict dx, const int64_t* offset, bool add) {
+  T at[64];
+  for (int64_t c = 0; c < n; ++c) at[c] = T(am[c]);
+  for (int64_t t = 0; t < taps; ++t) {
+    T* __restrict d = dx + offset[t];
+    const T pos = T(t);
+    if (add) {
+      for (int64_t c = 0; c < n; ++c) {
+        const T g = dy[c];  // read unconditionally: the select vectorises
+        d[c] += at[c] == pos ? g : T(0);
+      }
+    } else {
+      for (int64_t c = 0; c < n; ++c) {
+        const T g = dy[c];
+        d[c] = at[c] == pos ? g : T(0);
+      }
+    }
+  }
+}
+}  // namespace
+
+template <class T>
+void maxpool2d_forward_nhwc(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride, const T* X, T* Y,
+                            uint8_t* argmax) {
+  HDDP_CHECK_ARG(B >= 0 && C > 0 && H > 0 && W > 0 && k > 0 && stride > 0 && k <= H && k <= W && k * k <= 256,
+                 "maxpool2d_forward_nhwc: need B >= 0, C, H, W, k, stride > 0, k <= H, W and k*k <= 256; got B="
+                     << B << " C=" << C << " H=" << H << " W=" << W << " k=" << k << " stride=" << stride);
+  HDDP_CHECK_ARG(X && Y && argmax, "maxpool2d_forward_nhwc: X, Y and argmax must not be null");
+  const int64_t OH = conv_out_size(H, k, stride, 0), OW = conv_out_size(W, k, stride, 0);
+  // Per output pixel, channels in blocks of kBlock: the best value and its window position as
+  // T in local arrays (plain selects the compiler vectorises), then stored.
+  constexpr int64_t kBlock = 64;
+#pragma omp parallel for collapse(2) schedule(static) if (B * C * OH * OW * k * k > kParallelMin)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow)
+        for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
+          const int64_t n = std::min(kBlock, C - c0);
+          T best[kBlock], at[kBlock];
+          const T* x0 = X + ((b * H + oh * stride) * W + ow * stride) * C + c0;
+          for (int64_t c = 0; c < n; ++c) best[c] = x0[c], at[c] = T(0);  // the first replaces -inf or is -inf
+          for (int64_t t = 1; t < k * k; ++t) {
+            const T* x = x0 + ((t / k) * W + t % k) * C;
+            const T pos = T(t);
+            take_max(n, x, best, at, pos);
+          }
+          T* y = Y + ((b * OH + oh) * OW + ow) * C + c0;
+          uint8_t* am = argmax + ((b * OH + oh) * OW + ow) * C + c0;
+          for (int64_t c = 0; c < n; ++c) y[c] = best[c], am[c] = uint8_t(at[c]);
+        }
+}
+
+template <class T>
+void maxpool2d_backward_nhwc(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride,
+                             const uint8_t* argmax, const T* dY, T* dX) {
+  HDDP_CHECK_ARG(B >= 0 && C > 0 && H > 0 && W > 0 && k > 0 && stride > 0 && k <= H && k <= W,
+                 "maxpool2d_backward_nhwc: need B >= 0, C, H, W, k, stride > 0 and k <= H, W; got B="
+                     << B << " C=" << C << " H=" << H << " W=" << W << " k=" << k << " stride=" << stride);
+  HDDP_CHECK_ARG(argmax && dY && dX, "maxpool2d_backward_nhwc: argmax, dY and dX must not be null");
+  const int64_t OH = conv_out_size(H, k, stride, 0), OW = conv_out_size(W, k, stride, 0);
+  // One image per iteration (windows of one image may overlap), its outputs in row-major order;
+  // per output pixel, each window position in turn, the channels whose maximum it holds.
+  // Windows that do not overlap (stride >= k) write their positions (dx needs no zeroing but
+  // for the pixels no window covers); overlapping ones add into zeros.
+  const bool overlap = stride < k;
+  std::vector<int64_t> offset(size_t(k * k));  // of each window position from the window's corner
+  for (int64_t t = 0; t < k * k; ++t) offset[size_t(t)] = (t / k * W + t % k) * C;
+#pragma omp parallel for schedule(static) if (B * C * H * W > kParallelMin)
+  for (int64_t b = 0; b < B; ++b) {
+    T* dx = dX + b * H * W * C;
+    if (overlap || OH * stride != H || OW * stride != W) std::fill(dx, dx + H * W * C, T(0));
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const T* dy = dY + ((b * OH + oh) * OW + ow) * C;
+        const uint8_t* am = argmax + ((b * OH + oh) * OW + ow) * C;
+        T* d = dx + (oh * stride * W + ow * stride) * C;
+        for (int64_t c0 = 0; c0 < C; c0 += 64)
+          route_grad(std::min<int64_t>(64, C - c0), k * k, am + c0, dy + c0, d + c0, offset.data(), overlap);
+      }
+  }
+}
+
 #define HDDP_INSTANTIATE_CONV(T)                                                                                 \
   template void im2col<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, T*);          \
   template void col2im<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, T*);          \
@@ -293,7 +394,11 @@ void maxpool2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, i
                                    const T*, const T*, const T*, T*, T*, T*, T*, bool);                          \
   template void maxpool2d_forward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, T*, T*);    \
   template void maxpool2d_backward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, const T*, \
-                                      T*);
+                                      T*);                                                                       \
+  template void maxpool2d_forward_nhwc<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const T*, T*,    \
+                                          uint8_t*);                                                             \
+  template void maxpool2d_backward_nhwc<T>(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const uint8_t*, \
+                                           const T*, T*);
 HDDP_INSTANTIATE_CONV(float)
 HDDP_INSTANTIATE_CONV(double)
 
@@ -349,18 +454,34 @@ void Conv2d<T>::reset_parameters(Rng& rng, T* const* params) const {
 }
 
 template <class T>
+bool Conv2d<T>::direct() const {
+  return std::is_same_v<T, float> && conv_direct_supported(k_, stride_, pad_);
+}
+
+template <class T>
 int64_t Conv2d<T>::scratch_size(int64_t batch) const {
+  if (direct()) return std::max(conv_direct_forward_scratch(shape(batch)), conv_direct_backward_scratch(shape(batch)));
   return conv2d_scratch_size(batch, in_, H_, W_, out_, k_, stride_, pad_);
 }
 
 template <class T>
 void Conv2d<T>::forward(const Forward<T>& f) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (direct())
+      return conv_direct_forward(shape(f.batch), in_layout_, out_layout_, f.x, f.params[0],
+                                 bias_ ? f.params[1] : nullptr, false, f.y, f.scratch);
+  }
   conv2d_forward(f.batch, in_, H_, W_, out_, k_, stride_, pad_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
                  f.scratch);
 }
 
 template <class T>
 void Conv2d<T>::backward(const Backward<T>& b) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (direct())
+      return conv_direct_backward(shape(b.batch), in_layout_, out_layout_, b.x, b.params[0], b.dy, nullptr, b.dx,
+                                  b.grads[0], bias_ ? b.grads[1] : nullptr, b.accumulate, b.scratch);
+  }
   conv2d_backward(b.batch, in_, H_, W_, out_, k_, stride_, pad_, b.x, b.params[0], b.dy, b.dx, b.grads[0],
                   bias_ ? b.grads[1] : nullptr, b.scratch, b.accumulate);
 }
@@ -391,13 +512,26 @@ Shape MaxPool2d<T>::setup(const Shape& in) {
 }
 
 template <class T>
+int64_t MaxPool2d<T>::saved_size(int64_t batch) const {
+  const int64_t n = batch * C_ * OH_ * OW_;
+  return nhwc_ ? (n + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T)) : n;  // bytes, or one T each
+}
+
+template <class T>
 void MaxPool2d<T>::forward(const Forward<T>& f) const {
-  maxpool2d_forward(f.batch, C_, H_, W_, k_, stride_, f.x, f.y, f.saved);
+  if (nhwc_)
+    maxpool2d_forward_nhwc(f.batch, C_, H_, W_, k_, stride_, f.x, f.y, reinterpret_cast<uint8_t*>(f.saved));
+  else
+    maxpool2d_forward(f.batch, C_, H_, W_, k_, stride_, f.x, f.y, f.saved);
 }
 
 template <class T>
 void MaxPool2d<T>::backward(const Backward<T>& b) const {
-  if (b.dx) maxpool2d_backward(b.batch, C_, H_, W_, k_, stride_, b.saved, b.dy, b.dx);
+  if (!b.dx) return;
+  if (nhwc_)
+    maxpool2d_backward_nhwc(b.batch, C_, H_, W_, k_, stride_, reinterpret_cast<const uint8_t*>(b.saved), b.dy, b.dx);
+  else
+    maxpool2d_backward(b.batch, C_, H_, W_, k_, stride_, b.saved, b.dy, b.dx);
 }
 
 template <class T>

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include <hddp/core/layer.h>
+#include <hddp/kernels/conv.h>
 
 namespace hddp {
 
@@ -98,10 +99,21 @@ template <class T>
 void maxpool2d_backward(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride, const T* argmax,
                         const T* dY, T* dX);
 
+// MaxPool2d over channels-last images: X (B, H, W, C), Y (B, OH, OW, C), argmax (B, OH, OW, C)
+// one byte per value (the window position ki*k + kj; k*k <= 256). The same rules as above.
+template <class T>
+void maxpool2d_forward_nhwc(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride, const T* X, T* Y,
+                            uint8_t* argmax);
+template <class T>
+void maxpool2d_backward_nhwc(int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t stride,
+                             const uint8_t* argmax, const T* dY, T* dX);
+
 namespace layers {
 
 // PyTorch's nn.Conv2d(in, out, kernel, stride, padding, bias): input {in, H, W}, output
-// {out, OH, OW}. Parameters "weight" (out x in*k*k: PyTorch's (out, in, k, k) row-major) and
+// {out, OH, OW}. In float, at stride 1 with padding < kernel <= 16, the direct convolution of
+// kernels/conv.h on channels-last activations (reads and writes NHWC wherever Sequential lets
+// it); otherwise, and in double, the im2col GEMMs above over NCHW. Parameters "weight" (out x in*k*k: PyTorch's (out, in, k, k) row-major) and
 // "bias" (out x 1); both initialised U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in*k*k
 // (kaiming_uniform_(a=sqrt(5)) gives the weight the same bound), weight drawn first.
 template <class T>
@@ -113,8 +125,13 @@ class Conv2d final : public Layer<T> {
   std::vector<ParamSpec> parameters() const override;
   void reset_parameters(Rng& rng, T* const* params) const override;
   int64_t scratch_size(int64_t batch) const override;
+  bool reads_nhwc() const override { return direct(); }
+  bool writes_nhwc() const override { return direct(); }
+  void set_layout(ImageLayout in, ImageLayout out) override { in_layout_ = in, out_layout_ = out; }
   void forward(const Forward<T>& f) const override;
   void backward(const Backward<T>& b) const override;
+  // Whether this layer runs the direct convolution.
+  bool direct() const;
   // 2 B out OH OW in k k, + B out OH OW for the bias.
   double flops(int64_t batch) const override;
   int64_t in() const { return in_; }
@@ -125,20 +142,26 @@ class Conv2d final : public Layer<T> {
   bool bias() const { return bias_; }
 
  private:
+  ConvShape shape(int64_t batch) const { return {batch, in_, H_, W_, out_, k_, pad_}; }
   int64_t in_, out_, k_, stride_, pad_;
   bool bias_;
   int64_t H_ = 0, W_ = 0;  // input image size, from setup()
+  ImageLayout in_layout_ = ImageLayout::NCHW, out_layout_ = ImageLayout::NCHW;
 };
 
 // PyTorch's nn.MaxPool2d(kernel, stride) (stride defaults to the kernel; no padding, floor
-// mode): input {C, H, W}, output {C, OH, OW}; saves each window's argmax for backward.
+// mode): input {C, H, W}, output {C, OH, OW}, in its input's layout; saves each window's
+// argmax for backward (one byte per value on channels-last input).
 template <class T>
 class MaxPool2d final : public Layer<T> {
  public:
   explicit MaxPool2d(int64_t kernel, std::optional<int64_t> stride = std::nullopt);
   std::string name() const override;
   Shape setup(const Shape& in) override;
-  int64_t saved_size(int64_t batch) const override { return batch * C_ * OH_ * OW_; }
+  int64_t saved_size(int64_t batch) const override;
+  bool reads_nhwc() const override { return k_ * k_ <= 256; }
+  bool keeps_layout() const override { return true; }
+  void set_layout(ImageLayout in, ImageLayout) override { nhwc_ = in == ImageLayout::NHWC; }
   void forward(const Forward<T>& f) const override;
   void backward(const Backward<T>& b) const override;
   // One comparison per window value: B C OH OW k k.
@@ -147,6 +170,7 @@ class MaxPool2d final : public Layer<T> {
  private:
   int64_t k_, stride_;
   int64_t C_ = 0, H_ = 0, W_ = 0, OH_ = 0, OW_ = 0;
+  bool nhwc_ = false;
 };
 
 extern template class Conv2d<float>;

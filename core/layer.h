@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <hddp/core/rng.h>
+#include <hddp/kernels/conv.h>  // ImageLayout
 
 namespace hddp {
 
@@ -109,6 +110,16 @@ class Layer {
   // True when the layer can compute with y == x: its backward reads only y, dy and saved. Sequential
   // runs it so unless the layer before it is in place too (whose backward reads that output).
   virtual bool in_place() const { return false; }
+
+  // Channels last. An image activation {C, H, W} is NCHW (PyTorch's order) unless the layers on
+  // both sides of it work channels-last (NHWC, the direct convolution's order, kernels/conv.h):
+  // Sequential decides from these once, after setup(), and tells each layer (set_layout) before
+  // it asks in_place() or any size. A model's input and output are always NCHW; a layer that
+  // overrides none of these always sees NCHW.
+  virtual bool reads_nhwc() const { return false; }    // can take an NHWC input
+  virtual bool keeps_layout() const { return false; }  // writes its output in its input's layout
+  virtual bool writes_nhwc() const { return false; }   // would rather write NHWC where the next layer reads it
+  virtual void set_layout(ImageLayout /*in*/, ImageLayout /*out*/) {}
 
   virtual void forward(const Forward<T>& f) const = 0;
   virtual void backward(const Backward<T>& b) const = 0;

@@ -195,13 +195,36 @@ template void dropout_backward<double>(int64_t, const double*, const double*, do
 namespace layers {
 
 template <class T>
+Shape Flatten<T>::setup(const Shape& in) {
+  n_ = numel(in);
+  image_ = in.size() == 3;
+  if (image_) C_ = in[0], P_ = in[1] * in[2];
+  return {n_};
+}
+
+template <class T>
 void Flatten<T>::forward(const Forward<T>& f) const {
-  if (f.y != f.x) std::memcpy(f.y, f.x, sizeof(T) * size_t(f.batch * n_));
+  if (nhwc_) {  // (B, P, C) -> (B, C, P)
+#pragma omp parallel for schedule(static) if (f.batch * n_ > kParallelMin)
+    for (int64_t b = 0; b < f.batch; ++b)
+      for (int64_t c = 0; c < C_; ++c)
+        for (int64_t p = 0; p < P_; ++p) f.y[(b * C_ + c) * P_ + p] = f.x[(b * P_ + p) * C_ + c];
+  } else if (f.y != f.x) {
+    std::memcpy(f.y, f.x, sizeof(T) * size_t(f.batch * n_));
+  }
 }
 
 template <class T>
 void Flatten<T>::backward(const Backward<T>& b) const {
-  if (b.dx && b.dx != b.dy) std::memcpy(b.dx, b.dy, sizeof(T) * size_t(b.batch * n_));
+  if (!b.dx) return;
+  if (nhwc_) {  // (B, C, P) -> (B, P, C)
+#pragma omp parallel for schedule(static) if (b.batch * n_ > kParallelMin)
+    for (int64_t i = 0; i < b.batch; ++i)
+      for (int64_t p = 0; p < P_; ++p)
+        for (int64_t c = 0; c < C_; ++c) b.dx[(i * P_ + p) * C_ + c] = b.dy[(i * C_ + c) * P_ + p];
+  } else if (b.dx != b.dy) {
+    std::memcpy(b.dx, b.dy, sizeof(T) * size_t(b.batch * n_));
+  }
 }
 
 template <class T>

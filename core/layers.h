@@ -96,6 +96,8 @@ class Tanh final : public Layer<T> {
   std::string name() const override { return "Tanh()"; }
   Shape setup(const Shape& in) override { return n_ = numel(in), in; }
   bool in_place() const override { return true; }
+  bool reads_nhwc() const override { return true; }  // value by value: any order
+  bool keeps_layout() const override { return true; }
   void forward(const Forward<T>& f) const override { tanh_forward(f.batch * n_, f.x, f.y); }
   void backward(const Backward<T>& b) const override {
     if (b.dx) tanh_backward(b.batch * n_, b.y, b.dy, b.dx);
@@ -112,6 +114,8 @@ class ReLU final : public Layer<T> {
   std::string name() const override { return "ReLU()"; }
   Shape setup(const Shape& in) override { return n_ = numel(in), in; }
   bool in_place() const override { return true; }
+  bool reads_nhwc() const override { return true; }  // value by value: any order
+  bool keeps_layout() const override { return true; }
   void forward(const Forward<T>& f) const override { relu_forward(f.batch * n_, f.x, f.y); }
   void backward(const Backward<T>& b) const override {
     if (b.dx) relu_backward(b.batch * n_, b.y, b.dy, b.dx);
@@ -146,20 +150,24 @@ void dropout_backward(int64_t n, const T* mask, const T* dY, T* dX);
 
 namespace layers {
 
-// PyTorch's nn.Flatten(): (C, H, W) -> (C*H*W), the same values in the same (row-major)
-// order; any input shape becomes a vector. In place: a no-op there (and a copy when Sequential
-// gives it an output buffer of its own).
+// PyTorch's nn.Flatten(): (C, H, W) -> (C*H*W), the values in PyTorch's (row-major NCHW)
+// order; any input shape becomes a vector. From NCHW it runs in place: a no-op there (and a copy
+// when Sequential gives it an output buffer of its own). From a channels-last image it reorders
+// (B, H, W, C) into (B, C*H*W), so the next layer's weights are PyTorch's.
 template <class T>
 class Flatten final : public Layer<T> {
  public:
   std::string name() const override { return "Flatten()"; }
-  Shape setup(const Shape& in) override { return n_ = numel(in), Shape{n_}; }
-  bool in_place() const override { return true; }
+  Shape setup(const Shape& in) override;
+  bool in_place() const override { return !nhwc_; }
+  bool reads_nhwc() const override { return true; }
+  void set_layout(ImageLayout in, ImageLayout) override { nhwc_ = in == ImageLayout::NHWC && image_; }
   void forward(const Forward<T>& f) const override;
   void backward(const Backward<T>& b) const override;
 
  private:
-  int64_t n_ = 0;
+  int64_t n_ = 0, C_ = 0, P_ = 0;  // values; for an image input its channels and pixels
+  bool image_ = false, nhwc_ = false;
 };
 
 // PyTorch's nn.Dropout(p): in training y = x * mask / (1 - p), mask ~ Bernoulli(1 - p) drawn

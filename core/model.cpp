@@ -75,16 +75,43 @@ void Sequential<T>::build(Shape input, std::vector<LayerSpec> specs, int64_t max
                                                              << to_string(shapes_.back()));
     s.in_size = numel(shapes_[i]);
     s.out_size = numel(shapes_.back());
+    slots_.push_back(std::move(s));
+  }
+  choose_layouts();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
     // In place only where no backward needs what it overwrites: the previous layer's output,
     // which an in-place previous layer reads in backward. The model's input copy is free.
-    s.in_place = s.layer->in_place() && s.in_size == s.out_size && (i == 0 || !slots_.back().in_place);
+    s.in_place = s.layer->in_place() && s.in_size == s.out_size && (i == 0 || !slots_[i - 1].in_place);
     s.p_begin = arena_.size();
     for (const ParamSpec& p : s.layer->parameters())
       s.param_off.push_back(arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols, p.shape)).offset);
     s.p_end = arena_.size();
-    slots_.push_back(std::move(s));
   }
   reserve(max_batch);
+}
+
+// Channels last between layers that both work so (layer.h): layer i may write NHWC where the
+// next layer reads NHWC and, if that one keeps its input's layout, its own output may be NHWC
+// too; decided from the last layer back (the model's output stays NCHW), then told to each
+// layer from the first on (the model's input is NCHW).
+template <class T>
+void Sequential<T>::choose_layouts() {
+  const size_t n = slots_.size();
+  std::vector<bool> nhwc_ok(n, false);  // layer i's output may be NHWC
+  for (size_t i = n - 1; i-- > 0;) {
+    const Layer<T>& next = *slots_[i + 1].layer;
+    nhwc_ok[i] = next.reads_nhwc() && (!next.keeps_layout() || nhwc_ok[i + 1]);
+  }
+  ImageLayout in = ImageLayout::NCHW;
+  for (size_t i = 0; i < n; ++i) {
+    Layer<T>& l = *slots_[i].layer;
+    const ImageLayout out =
+        l.keeps_layout() ? in : l.writes_nhwc() && nhwc_ok[i] ? ImageLayout::NHWC : ImageLayout::NCHW;
+    HDDP_CHECK(in == ImageLayout::NCHW || l.reads_nhwc(), "Sequential: layer " << i << " given NHWC input");
+    l.set_layout(in, out);
+    in = out;
+  }
 }
 
 template <class T>

@@ -143,6 +143,7 @@ class Sequential final : public Module<T> {
     int64_t in_off = 0, out_off = 0, saved_off = 0;  // work arena offsets (max_batch samples)
   };
   void build(Shape input, std::vector<LayerSpec> layers, int64_t max_batch, bool implied);
+  void choose_layouts();
   void run_backward(const T* dY);
   // A zero_grad not yet taken by a backward becomes real zeros (logically const: the values a
   // reader sees are zeros either way).

@@ -219,10 +219,18 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
       std::fill(row + (q + OW) * Np, row + OWq * Np, 0.0f);
       for (int64_t ow = 0; ow < OW; ++ow) {
         float* d = row + (q + ow) * Np;
-        for (int64_t co = 0; co < Cout; ++co) {
-          const int64_t at = out == ImageLayout::NHWC ? ((bi * OH + oh) * OW + ow) * Cout + co
-                                                      : ((bi * Cout + co) * OH + oh) * OW + ow;
-          d[co] = y && !(y[at] > 0.0f) ? 0.0f : dY[at];
+        if (out == ImageLayout::NHWC) {
+          const int64_t at = ((bi * OH + oh) * OW + ow) * Cout;
+          if (y) {
+            for (int64_t co = 0; co < Cout; ++co) d[co] = y[at + co] > 0.0f ? dY[at + co] : 0.0f;
+          } else {
+            std::memcpy(d, dY + at, sizeof(float) * size_t(Cout));
+          }
+        } else {
+          for (int64_t co = 0; co < Cout; ++co) {
+            const int64_t at = ((bi * Cout + co) * OH + oh) * OW + ow;
+            d[co] = y && !(y[at] > 0.0f) ? 0.0f : dY[at];
+          }
         }
         std::fill(d + Cout, d + Np, 0.0f);
       }
