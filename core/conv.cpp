@@ -469,7 +469,7 @@ void Conv2d<T>::forward(const Forward<T>& f) const {
   if constexpr (std::is_same_v<T, float>) {
     if (direct())
       return conv_direct_forward(shape(f.batch), in_layout_, out_layout_, f.x, f.params[0],
-                                 bias_ ? f.params[1] : nullptr, false, f.y, f.scratch);
+                                 bias_ ? f.params[1] : nullptr, relu_, f.y, f.scratch);
   }
   conv2d_forward(f.batch, in_, H_, W_, out_, k_, stride_, pad_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
                  f.scratch);
@@ -479,7 +479,7 @@ template <class T>
 void Conv2d<T>::backward(const Backward<T>& b) const {
   if constexpr (std::is_same_v<T, float>) {
     if (direct())
-      return conv_direct_backward(shape(b.batch), in_layout_, out_layout_, b.x, b.params[0], b.dy, nullptr, b.dx,
+      return conv_direct_backward(shape(b.batch), in_layout_, out_layout_, b.x, b.params[0], b.dy, relu_ ? b.y : nullptr, b.dx,
                                   b.grads[0], bias_ ? b.grads[1] : nullptr, b.accumulate, b.scratch);
   }
   conv2d_backward(b.batch, in_, H_, W_, out_, k_, stride_, pad_, b.x, b.params[0], b.dy, b.dx, b.grads[0],

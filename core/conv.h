@@ -128,6 +128,7 @@ class Conv2d final : public Layer<T> {
   bool reads_nhwc() const override { return direct(); }
   bool writes_nhwc() const override { return direct(); }
   void set_layout(ImageLayout in, ImageLayout out) override { in_layout_ = in, out_layout_ = out; }
+  bool fuse_relu() override { return relu_ = direct(); }  // bias + ReLU in the direct kernels' store
   void forward(const Forward<T>& f) const override;
   void backward(const Backward<T>& b) const override;
   // Whether this layer runs the direct convolution.
@@ -147,6 +148,7 @@ class Conv2d final : public Layer<T> {
   bool bias_;
   int64_t H_ = 0, W_ = 0;  // input image size, from setup()
   ImageLayout in_layout_ = ImageLayout::NCHW, out_layout_ = ImageLayout::NCHW;
+  bool relu_ = false;  // the next layer's ReLU applied here
 };
 
 // PyTorch's nn.MaxPool2d(kernel, stride) (stride defaults to the kernel; no padding, floor

@@ -121,6 +121,11 @@ class Layer {
   virtual bool writes_nhwc() const { return false; }   // would rather write NHWC where the next layer reads it
   virtual void set_layout(ImageLayout /*in*/, ImageLayout /*out*/) {}
 
+  // Asked once, after the layouts, when an in-place ReLU follows: return true to apply it in
+  // this layer's own store. Sequential then skips the ReLU, and this layer's backward gets dy of
+  // the ReLU's output and y = that output (dy counts only where y > 0).
+  virtual bool fuse_relu() { return false; }
+
   virtual void forward(const Forward<T>& f) const = 0;
   virtual void backward(const Backward<T>& b) const = 0;
 

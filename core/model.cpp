@@ -88,6 +88,11 @@ void Sequential<T>::build(Shape input, std::vector<LayerSpec> specs, int64_t max
       s.param_off.push_back(arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols, p.shape)).offset);
     s.p_end = arena_.size();
   }
+  // A ReLU in place after a layer that applies it in its own store (the direct convolution).
+  for (size_t i = 0; i + 1 < slots_.size(); ++i)
+    if (dynamic_cast<const layers::ReLU<T>*>(slots_[i + 1].layer.get()) && slots_[i + 1].in_place &&
+        !slots_[i].absorbed && slots_[i].layer->fuse_relu())
+      slots_[i + 1].absorbed = true;
   reserve(max_batch);
 }
 
@@ -194,6 +199,7 @@ const T* Sequential<T>::forward(std::span<const T> X, int64_t batch) {
   f.batch = batch, f.scratch = w + scratch_off_, f.training = training_;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
+    if (s.absorbed) continue;  // the layer before applied it
     f.x = w + s.in_off, f.y = w + s.out_off, f.saved = w + s.saved_off;
     f.seed = derive_seed(seed_, i, 0);  // each layer its own stream: two Dropouts draw different masks
     f.params = ptrs_.data() + ptr_at_[i];
@@ -239,6 +245,10 @@ void Sequential<T>::run_backward(const T* dY) {
   int64_t ready = arena_.size();
   for (size_t i = slots_.size(); i-- > 0;) {
     const Slot& s = slots_[i];
+    if (s.absorbed) {  // the layer before differentiates it: dy passes through
+      if (hook_) hook_(i, ready);
+      continue;
+    }
     // Layers alternate between the two buffers; an in-place layer works in place on ours
     // (not on a caller's dY). Layer 0's input gradient is never needed.
     const bool ours = d == g[0] || d == g[1];

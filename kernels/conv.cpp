@@ -110,6 +110,20 @@ void to_nchw(int64_t B, int64_t P, int64_t C, const float* src, float* dst) {
       for (int64_t p = 0; p < P; ++p) dst[(b * C + c) * P + p] = src[(b * P + p) * C + c];
 }
 
+// d = (y > 0 ? g : 0), n values; both read unconditionally and restrict, so that it vectorises.
+__attribute__((noinline)) void masked_copy(int64_t n, const float* __restrict g, const float* __restrict y,
+                                           float* __restrict d) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = g[i];
+    d[i] = y[i] > 0.0f ? v : 0.0f;
+  }
+}
+
+// out[i] += row[i], n values (the bias gradient's sums).
+__attribute__((noinline)) void add_row(int64_t n, const float* __restrict row, float* __restrict out) {
+  for (int64_t i = 0; i < n; ++i) out[i] += row[i];
+}
+
 // Kernel rows of one output row (forward) or input row (input gradient) that fall inside the
 // image: at most 16 products per batch.
 constexpr int kMaxK = 16;
@@ -222,7 +236,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
         if (out == ImageLayout::NHWC) {
           const int64_t at = ((bi * OH + oh) * OW + ow) * Cout;
           if (y) {
-            for (int64_t co = 0; co < Cout; ++co) d[co] = y[at + co] > 0.0f ? dY[at + co] : 0.0f;
+            masked_copy(Cout, dY + at, y + at, d);
           } else {
             std::memcpy(d, dY + at, sizeof(float) * size_t(Cout));
           }
@@ -325,8 +339,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
           for (int64_t bi = b0; bi < b1; ++bi)
             for (int64_t oh = 0; oh < OH; ++oh) {
               const float* row = dyp + ((bi * OH + oh) * OWq + q) * Np;
-              for (int64_t ow = 0; ow < OW; ++ow)
-                for (int64_t co = 0; co < Np; ++co) pdb[co] += row[ow * Np + co];
+              for (int64_t ow = 0; ow < OW; ++ow) add_row(Np, row + ow * Np, pdb);
             }
         }
       }

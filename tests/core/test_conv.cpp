@@ -530,3 +530,126 @@ TEST(ConvLayers, BadShapesNamedByLayer) {
 }
 
 }  // namespace
+
+namespace {
+
+// The float model (direct convolution, channels-last activations, ReLU fused into the
+// convolution's store) against the same model in double (im2col GEMMs over NCHW), the same
+// parameters: output and every gradient within float's rounding.
+void expect_float_matches_double(const Shape& in, const std::vector<LayerSpec>& layers, int64_t B, uint64_t seed) {
+  Rng rng(seed);
+  Sequential<double> d(in, layers, B, rng);
+  Sequential<float> f(in, layers, B);
+  for (int64_t i = 0; i < d.num_params(); ++i) f.params()[i] = float(d.params()[i]);
+  const auto Xd = randv(B * numel(in), seed + 1);
+  const auto Xf = as<float>(Xd);
+  const int64_t out = numel(d.output_shape());
+  const auto Td = randv(B * out, seed + 2);
+  const auto Tf = as<float>(Td);
+  const double* yd = d.forward(Xd, B);
+  const float* yf = f.forward(Xf, B);
+  for (int64_t i = 0; i < B * out; ++i) ASSERT_NEAR(yf[i], yd[i], 2e-5 * (1 + std::fabs(yd[i]))) << "output " << i;
+  d.zero_grad(), f.zero_grad();
+  d.backward(Td.data()), f.backward(Tf.data());
+  double scale = 0;
+  for (int64_t i = 0; i < d.num_params(); ++i) scale = std::max(scale, std::fabs(d.grads()[i]));
+  for (int64_t i = 0; i < d.num_params(); ++i)
+    ASSERT_NEAR(f.grads()[i], d.grads()[i], 1e-4 * scale) << "gradient " << i << " of " << d.num_params();
+}
+
+// Records the input it gets, passes it through.
+class Probe final : public Layer<float> {
+ public:
+  explicit Probe(std::vector<float>* seen) : seen_(seen) {}
+  std::string name() const override { return "Probe()"; }
+  Shape setup(const Shape& in) override { return n_ = numel(in), in; }
+  void forward(const Forward<float>& f) const override {
+    seen_->assign(f.x, f.x + f.batch * n_);
+    std::copy(f.x, f.x + f.batch * n_, f.y);
+  }
+  void backward(const Backward<float>& b) const override {
+    if (b.dx) std::copy(b.dy, b.dy + b.batch * n_, b.dx);
+  }
+
+ private:
+  std::vector<float>* seen_;
+  int64_t n_ = 0;
+};
+
+}  // namespace
+
+TEST(ConvChannelsLast, TheCnnInFloatMatchesDouble) {
+  expect_float_matches_double({1, 28, 28},
+                              {Conv2d(1, 32, 3, 1, 1), ReLU(), MaxPool2d(2), Conv2d(32, 64, 3, 1, 1), ReLU(),
+                               MaxPool2d(2), Flatten(), Linear(3136, 16), ReLU(), Linear(16, 10)},
+                              5, 61);
+  const Sequential<float> m({1, 28, 28}, {Conv2d(1, 8, 3, 1, 1), ReLU(), MaxPool2d(2), Flatten()}, 2);
+  EXPECT_TRUE(dynamic_cast<const layers::Conv2d<float>&>(m.layer(0)).direct());
+}
+
+TEST(ConvChannelsLast, OddShapesEveryWayOut) {
+  // Three input channels (NCHW in, channels last after), a convolution ending the model (NCHW
+  // out), Tanh between (keeps the layout), a strided convolution (im2col, NCHW only) after a
+  // direct one, overlapping and uneven pooling, a ReLU not after a convolution.
+  expect_float_matches_double({3, 9, 7},
+                              {Conv2d(3, 5, 3, 1, 2), Tanh(), MaxPool2d(3, 2), Conv2d(5, 17, 2, 1, 0, false), ReLU(),
+                               Conv2d(17, 4, 3, 2, 1), ReLU()},
+                              3, 71);
+  expect_float_matches_double({2, 6, 6}, {Conv2d(2, 3, 3, 1, 1), ReLU()}, 2, 81);
+  expect_float_matches_double({1, 8, 8}, {ReLU(), Conv2d(1, 20, 5, 1, 4), MaxPool2d(2), Flatten(), Linear(720, 3)}, 4,
+                              91);
+}
+
+// A layer of one's own after a convolution sees PyTorch's NCHW order.
+TEST(ConvChannelsLast, LayerOfOnesOwnSeesNchw) {
+  std::vector<float> seen;
+  Rng rng(5);
+  Sequential<float> m({2, 5, 4}, {Conv2d(2, 3, 3, 1, 1), std::make_shared<Probe>(&seen), Flatten()}, 2, rng);
+  const auto X = as<float>(randv(2 * 40, 6));
+  const float* y = m.forward(X, 2);
+  std::vector<float> want(2 * 3 * 20), scratch(size_t(conv2d_scratch_size(2, 2, 5, 4, 3, 3, 1, 1)));
+  conv2d_forward<float>(2, 2, 5, 4, 3, 3, 1, 1, X.data(), m.params(), m.params() + 54, want.data(), scratch.data());
+  ASSERT_EQ(seen.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(seen[i], want[i], 1e-5) << i;
+    EXPECT_EQ(y[i], seen[i]) << i;
+  }
+}
+
+// MaxPool2d on NHWC gives bit for bit what it gives on NCHW: values, window positions (ties to the
+// first, NaN wins) and the routed gradient, for pooling that overlaps, leaves pixels out or tiles.
+TEST(ConvChannelsLast, MaxPoolNhwcIsTheNchwOne) {
+  struct Case {
+    int64_t B, C, H, W, k, s;
+  };
+  for (const Case& c : {Case{2, 3, 6, 7, 2, 2}, Case{1, 70, 7, 5, 3, 1}, Case{3, 16, 9, 8, 3, 2}, Case{2, 5, 4, 4, 2, 2}}) {
+    const int64_t OH = conv_out_size(c.H, c.k, c.s, 0), OW = conv_out_size(c.W, c.k, c.s, 0);
+    const int64_t P = c.H * c.W, OP = OH * OW;
+    auto X = as<float>(randv(c.B * c.C * P, 7));
+    for (size_t i = 0; i < X.size(); i += 5) X[i] = std::round(X[i]);  // ties
+    X[3] = NAN;
+    const auto dY = as<float>(randv(c.B * c.C * OP, 8));
+    std::vector<float> y(dY.size()), am(dY.size()), dx(X.size());
+    maxpool2d_forward<float>(c.B, c.C, c.H, c.W, c.k, c.s, X.data(), y.data(), am.data());
+    maxpool2d_backward<float>(c.B, c.C, c.H, c.W, c.k, c.s, am.data(), dY.data(), dx.data());
+    // The same in NHWC.
+    auto nhwc = [&](const std::vector<float>& v, int64_t n) {
+      std::vector<float> o(v.size());
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t ch = 0; ch < c.C; ++ch)
+          for (int64_t p = 0; p < n; ++p) o[size_t((b * n + p) * c.C + ch)] = v[size_t((b * c.C + ch) * n + p)];
+      return o;
+    };
+    const auto Xh = nhwc(X, P), dYh = nhwc(dY, OP);
+    std::vector<float> yh(dY.size()), dxh(X.size(), 5.0f);
+    std::vector<uint8_t> amh(dY.size());
+    maxpool2d_forward_nhwc<float>(c.B, c.C, c.H, c.W, c.k, c.s, Xh.data(), yh.data(), amh.data());
+    maxpool2d_backward_nhwc<float>(c.B, c.C, c.H, c.W, c.k, c.s, amh.data(), dYh.data(), dxh.data());
+    const auto y_want = nhwc(y, OP), am_want = nhwc(am, OP), dx_want = nhwc(dx, P);
+    for (size_t i = 0; i < yh.size(); ++i) {
+      ASSERT_TRUE(yh[i] == y_want[i] || (std::isnan(yh[i]) && std::isnan(y_want[i]))) << "y " << i;
+      ASSERT_EQ(float(amh[i]), am_want[i]) << "argmax " << i;
+    }
+    for (size_t i = 0; i < dxh.size(); ++i) ASSERT_EQ(dxh[i], dx_want[i]) << "dx " << i;
+  }
+}
