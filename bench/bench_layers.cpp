@@ -7,8 +7,13 @@
 // and one Conv2d alone at the CNN's two shapes, batch 64 (core/conv.h's kernels):
 //   conv/c1_1x28x28_to_32/fwd, .../fwd+bwd   the first: dW and db, no dX (the first layer needs none)
 //   conv/c2_32x14x14_to_64/fwd, .../fwd+bwd  the second: dW, db and dX
-// with hddp's GEMM (GemmBackend::Blocked) and OpenBLAS (GemmBackend::OpenBLAS).
-// Names: step/<model>/<hddp|openblas>, conv/<shape>/<pass>/<hddp|openblas>. Threads come from
+// on the direct kernels (what Conv2d runs in float: kernels/conv.h, channels-last) and through
+// im2col over hddp's GEMM (GemmBackend::Blocked) and over OpenBLAS (GemmBackend::OpenBLAS); and
+// step/cnn/products: the CNN step's convolutions and GEMMs alone, the bound its step is measured
+// against. step/<model>/openblas runs the Linear layers' GEMMs on OpenBLAS (the convolutions
+// stay direct).
+// Names: step/<model>/<hddp|openblas>, conv/<shape>/<pass>/<hddp|im2col|openblas>; peak_pct is
+// the rate over the FMA probe (bench/peak) at the same thread count. Threads come from
 // OMP_NUM_THREADS. The input batch is fixed (drawing samples is not part of the step). Goal:
 // step/tutorial/hddp <= 5 us on one core.
 // GFLOPS counts GEMM work only: 3 products of 2·B·in·out per Linear and of 2·B·Cout·OH·OW·Cin·k·k
@@ -45,6 +50,12 @@ struct Config {
   Shape input = {};  // empty: implied by the first Linear
 };
 
+// The FMA probe of this machine at the run's thread count (bench/peak), measured once.
+double fma_peak() {
+  static const double peak = bench::fma_peak_gflops(bench::widest_isa(), false, omp_get_max_threads());
+  return peak;
+}
+
 void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
   set_gemm_backend(backend);
   Rng rng(1);
@@ -56,6 +67,7 @@ void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
   for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
   for (auto& v : y) v = rng.uniform(-0.9f, 0.9f);
   float loss = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     model.zero_grad();
     model.forward(x, cfg.batch);
@@ -77,9 +89,56 @@ void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
     }
   }
   state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_pct"] = 100.0 * flops * 1e-9 * double(state.iterations()) /
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / fma_peak();
   state.counters["params"] = double(model.num_params());
   state.counters["threads"] = omp_get_max_threads();
   state.counters["loss"] = loss;  // the last step's: finite, i.e. the timed arithmetic is normal
+}
+
+// The CNN step's products alone, the bound its whole step is measured against: both
+// convolutions forward and backward on the direct kernels (c1 without dX) and the two Linear
+// layers' three GEMMs each, on the step's shapes, nothing else.
+void run_cnn_products(benchmark::State& state) {
+  set_gemm_backend(GemmBackend::Blocked);
+  const int64_t B = 64;
+  const hddp::ConvShape c1{B, 1, 28, 28, 32, 3, 1}, c2{B, 32, 14, 14, 64, 3, 1};
+  Rng rng(3);
+  auto fill = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+    return v;
+  };
+  auto x1 = fill(B * 784), w1 = fill(32 * 9), b1 = fill(32), y1 = fill(B * 784 * 32), dw1 = fill(32 * 9), db1 = fill(32);
+  auto x2 = fill(B * 196 * 32), w2 = fill(64 * 288), b2 = fill(64), y2 = fill(B * 196 * 64), dx2 = fill(B * 196 * 32),
+       dw2 = fill(64 * 288), db2 = fill(64);
+  auto h = fill(B * 3136), W3 = fill(128 * 3136), a3 = fill(B * 128), W4 = fill(10 * 128), a4 = fill(B * 10),
+       dW3 = fill(128 * 3136), dh = fill(B * 3136), dW4 = fill(10 * 128), da3 = fill(B * 128);
+  std::vector<float> scratch(size_t(std::max({conv_direct_forward_scratch(c1), conv_direct_backward_scratch(c1),
+                                              conv_direct_forward_scratch(c2), conv_direct_backward_scratch(c2)})));
+  const auto nhwc = ImageLayout::NHWC;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    conv_direct_forward(c1, nhwc, nhwc, x1.data(), w1.data(), b1.data(), true, y1.data(), scratch.data());
+    conv_direct_forward(c2, nhwc, nhwc, x2.data(), w2.data(), b2.data(), true, y2.data(), scratch.data());
+    gemm(Trans::No, Trans::Yes, B, 128, 3136, 1.0f, h.data(), 3136, W3.data(), 3136, 0.0f, a3.data(), 128);
+    gemm(Trans::No, Trans::Yes, B, 10, 128, 1.0f, a3.data(), 128, W4.data(), 128, 0.0f, a4.data(), 10);
+    gemm(Trans::Yes, Trans::No, 10, 128, B, 1.0f, a4.data(), 10, a3.data(), 128, 1.0f, dW4.data(), 128);
+    gemm(Trans::No, Trans::No, B, 128, 10, 1.0f, a4.data(), 10, W4.data(), 128, 0.0f, da3.data(), 128);
+    gemm(Trans::Yes, Trans::No, 128, 3136, B, 1.0f, da3.data(), 128, h.data(), 3136, 1.0f, dW3.data(), 3136);
+    gemm(Trans::No, Trans::No, B, 3136, 128, 1.0f, da3.data(), 128, W3.data(), 3136, 0.0f, dh.data(), 3136);
+    conv_direct_backward(c2, nhwc, nhwc, x2.data(), w2.data(), y2.data(), y2.data(), dx2.data(), dw2.data(), db2.data(),
+                         true, scratch.data());
+    conv_direct_backward(c1, nhwc, nhwc, x1.data(), w1.data(), y1.data(), y1.data(), nullptr, dw1.data(), db1.data(),
+                         true, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  // As run_step counts: 3 products per layer, c1's input gradient included though not computed.
+  const double flops = 6.0 * B * (3136.0 * 128 + 128.0 * 10) + 6.0 * B * (784.0 * 32 * 9 + 196.0 * 64 * 288);
+  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_pct"] = 100.0 * flops * 1e-9 * double(state.iterations()) /
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / fma_peak();
+  state.counters["threads"] = omp_get_max_threads();
 }
 
 // One Conv2d, 3x3 pad 1 stride 1, batch B: forward, or forward and backward (with dX or not).
@@ -88,12 +147,6 @@ struct ConvCase {
   int64_t C, H, Cout;
   bool dx;
 };
-
-// The FMA probe of this machine at the run's thread count (bench/peak), measured once.
-double fma_peak() {
-  static const double peak = bench::fma_peak_gflops(bench::widest_isa(), false, omp_get_max_threads());
-  return peak;
-}
 
 void report_conv(benchmark::State& state, const ConvCase& s, bool backward) {
   const double products = backward ? (s.dx ? 3.0 : 2.0) : 1.0;
@@ -169,16 +222,20 @@ int main(int argc, char** argv) {
   };
   const std::pair<const char*, GemmBackend> backends[] = {{"hddp", GemmBackend::Blocked},
                                                           {"openblas", GemmBackend::OpenBLAS}};
+  // One Conv2d: the direct kernels (what Conv2d runs in float), and im2col over each GEMM.
+  const std::pair<const char*, GemmBackend> im2col[] = {{"im2col", GemmBackend::Blocked},
+                                                        {"openblas", GemmBackend::OpenBLAS}};
   for (const Config& c : configs)
     for (auto [bname, backend] : backends) {
       const std::string name = std::string("step/") + c.name + "/" + bname;
       benchmark::RegisterBenchmark(name.c_str(), [c, backend = backend](benchmark::State& st) { run_step(st, c, backend); })
           ->UseRealTime();
     }
+  benchmark::RegisterBenchmark("step/cnn/products", run_cnn_products)->UseRealTime();
   const ConvCase convs[] = {{"c1_1x28x28_to_32", 1, 28, 32, false}, {"c2_32x14x14_to_64", 32, 14, 64, true}};
   for (const ConvCase& s : convs)
     for (bool bwd : {false, true})
-      for (auto [bname, backend] : backends) {
+      for (auto [bname, backend] : im2col) {
         const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + bname;
         benchmark::RegisterBenchmark(name.c_str(), [s, bwd, backend = backend](benchmark::State& st) {
           run_conv(st, s, bwd, backend);
@@ -186,7 +243,7 @@ int main(int argc, char** argv) {
       }
   for (const ConvCase& s : convs)
     for (bool bwd : {false, true}) {
-      const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + "direct";
+      const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + "hddp";
       benchmark::RegisterBenchmark(name.c_str(), [s, bwd](benchmark::State& st) { run_conv_direct(st, s, bwd); })
           ->UseRealTime();
     }

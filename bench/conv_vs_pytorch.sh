@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One Conv2d, hddp against PyTorch (oneDNN), side by side in one run: bench_layers' conv/ rows
-# (core/conv.h's im2col convolution over hddp's GEMM and over OpenBLAS) and
+# (the direct convolution Conv2d runs in float, and im2col over hddp's GEMM and over OpenBLAS) and
 # bench/layers/conv_pytorch.py, at the CNN's two shapes (batch 64, 3x3, pad 1: c1 1x28x28 -> 32,
 # backward dW and db; c2 32x14x14 -> 64, backward dW, db and dX), forward and forward+backward,
 # per thread count; REPS interleaved rounds (bench_layers, PyTorch, bench_layers, ...), median

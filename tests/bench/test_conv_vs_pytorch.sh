@@ -20,10 +20,10 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 have = {(r["row"], r["pass"], r["impl"], r["threads"]) for r in rows}
 for row in ("c1_1x28x28_to_32", "c2_32x14x14_to_64"):
     for p in ("fwd", "fwd+bwd"):
-        for impl in ("hddp", "openblas", "pytorch"):
+        for impl in ("hddp", "im2col", "openblas", "pytorch"):
             for t in ("1", "2"):
                 assert (row, p, impl, t) in have, (row, p, impl, t)
-assert len(rows) == 24, len(rows)
+assert len(rows) == 32, len(rows)
 for r in rows:
     assert float(r["seconds"]) > 0 and float(r["gflops"]) > 0 and r["round"] == "1" and "family" in r["cpu"], r
 PY
@@ -34,7 +34,7 @@ for row in c1_1x28x28_to_32 c2_32x14x14_to_64; do
     for t in 1 2; do
       n=$(grep -cF "| $row | $p | $t |" "$md")
       [ "$n" -eq 1 ] || fail "$n table rows for $row $p $t"
-      grep -F "| $row | $p | $t |" "$md" | grep -qE '^(\| [^|]+ ){3}(\| [0-9]+\.[0-9] ){3}\| [0-9]+\.[0-9]+ \|$' \
+      grep -F "| $row | $p | $t |" "$md" | grep -qE '^(\| [^|]+ ){3}(\| [0-9]+\.[0-9] ){4}\| [0-9]+\.[0-9]+ \|$' \
         && awk -F'|' '{exit !($(NF - 1) + 0 > 0)}' <<<"$(grep -F "| $row | $p | $t |" "$md")" \
         || fail "row $row $p $t: $(grep -F "| $row | $p | $t |" "$md")"
     done
