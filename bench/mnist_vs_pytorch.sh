@@ -3,18 +3,24 @@
 # side by side in one run: the same data, MLP 784-W-W-10 (ReLU), softmax cross-entropy, Adam
 # 1e-3, batch B per rank, a shuffle sharded over the ranks each epoch; 1 and 2 ranks x 1 thread,
 # ranks bound to cores; REPS interleaved rounds (hddp, PyTorch, hddp, ...), median reported.
+# Round r (1..REPS) seeds both with r: the weights and the shuffle (mnist_train --seed r,
+# mnist_pytorch.py's 6th argument: torch.manual_seed and DistributedSampler's seed).
 # Seconds per epoch (the step loop), time to 87 % test accuracy (training seconds summed up to
-# the epoch that first reaches it), accuracy after EPOCHS, peak RSS per rank.
+# the epoch that first reaches it), accuracy after EPOCHS, peak RSS per rank, and the whole
+# run's wall-clock seconds (run_s: the mpiexec command from start to end, so start-up, data
+# loading and each epoch's evaluation included; the same value on every epoch row of that run).
 #
 #   bash bench/mnist_vs_pytorch.sh [OUTDIR]     (default bench/results/<cpu>/)
 #   env: EPOCHS=10, RANKS="1 2", BATCH=64, WIDTH=256, REPS=1, DATA=/usr/share/datasets/fashion-mnist
 #   MODEL=cnn: mnist_train --model cnn against the same CNN in PyTorch (oneDNN convolutions), at
 #   the layouts LAYOUTS="1x1 2x1 1x2" (ranks x threads, placed by scripts/placement.sh); writes
-#   mnist_cnn_vs_pytorch.{csv,md} (bench/mnist/cnn_table.py).
+#   mnist_cnn_vs_pytorch.{csv,md} (bench/mnist/cnn_table.py: times the median over the rounds,
+#   accuracy the mean over them, i.e. over seeds 1..REPS); LAYOUTS_CNN overrides the layouts.
 #
 # Installs what is missing (PyTorch, the data set) and builds first; PyTorch's OpenBLAS runs the
 # fastest correct kernel for this CPU (bench/step/openblas_core.py; TORCH_OPENBLAS_CORETYPE
-# overrides). Writes OUTDIR/mnist_vs_pytorch.csv (every epoch of every run) and
+# overrides). Writes OUTDIR/mnist_vs_pytorch.csv (every epoch of every run; columns impl, ranks,
+# threads, rep, epoch, train_s, elapsed_train_s, test_accuracy, test_loss, rss_mib, run_s) and
 # OUTDIR/mnist_vs_pytorch.md (the table and goals, bench/mnist/mnist_table.py), and prints it.
 source "$(dirname "$0")/../scripts/common.sh"
 HDDP_TARGETS=mnist_train hddp_build build bench time
@@ -44,7 +50,9 @@ else
 fi
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 
-echo "impl,ranks,threads,rep,epoch,train_s,elapsed_train_s,test_accuracy,test_loss,rss_mib" >"$CSV"
+echo "impl,ranks,threads,rep,epoch,train_s,elapsed_train_s,test_accuracy,test_loss,rss_mib,run_s" >"$CSV"
+# since T0: the seconds from T0 (date +%s.%N) to now, to the millisecond.
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }
 for rep in $(seq "$REPS"); do
   for layout in $LAYOUTS; do
     p=${layout%x*} t=${layout#*x}
@@ -56,32 +64,36 @@ for rep in $(seq "$REPS"); do
     d="$WORK/hddp-$layout-$rep"
     mkdir -p "$d"
     echo "hddp, $p rank(s) x $t thread(s), round $rep/$REPS" >&2
-    timeout 3600 "${launch[@]}" /usr/bin/time -f 'RSS_KB %M' "$BIN" --model "$MODEL" \
+    t0=$(date +%s.%N)
+    timeout 3600 "${launch[@]}" /usr/bin/time -f 'RSS_KB %M' "$BIN" --model "$MODEL" --seed "$rep" \
       --data "$DATA" --epochs "$EPOCHS" --batch-size "$BATCH" --hidden "$WIDTH,$WIDTH" --out "$d" --no-plot \
       --stats-json "$d/stats.json" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
+    run_s=$(since "$t0")
     rss=$(awk '/^RSS_KB/ { if ($2 > m) m = $2 } END { printf "%.1f", m / 1024 }' "$d/log")
-    "$PY" - "$d/stats.json" "$p" "$t" "$rep" "$rss" >>"$CSV" <<'EOF'
+    "$PY" - "$d/stats.json" "$p" "$t" "$rep" "$rss" "$run_s" >>"$CSV" <<'EOF'
 import json, sys
 for l in open(sys.argv[1]):
     e = json.loads(l)
     if e["type"] == "epoch":
-        print(f'hddp,{sys.argv[2]},{sys.argv[3]},{sys.argv[4]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[5]}')
+        print(f'hddp,{sys.argv[2]},{sys.argv[3]},{sys.argv[4]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[5]},{sys.argv[6]}')
 EOF
     d="$WORK/torch-$layout-$rep"
     mkdir -p "$d"
     echo "PyTorch, $p rank(s) x $t thread(s), round $rep/$REPS" >&2
     core=()
     [ -n "$TORCH_OPENBLAS_CORETYPE" ] && core=(-x "OPENBLAS_CORETYPE=$TORCH_OPENBLAS_CORETYPE")
+    t0=$(date +%s.%N)
     HDDP_TORCH_PORT=$((29700 + RANDOM % 200)) timeout 3600 "${launch[@]}" -x HDDP_TORCH_PORT "${core[@]}" \
       /usr/bin/time -f 'RSS_KB %M' "$PY" "$HDDP_ROOT/bench/mnist/mnist_pytorch.py" \
-      "$DATA" "$EPOCHS" "$BATCH" "$WIDTH" "$MODEL" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
+      "$DATA" "$EPOCHS" "$BATCH" "$WIDTH" "$MODEL" "$rep" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
+    run_s=$(since "$t0")
     rss=$(awk '/^RSS_KB/ { if ($2 > m) m = $2 } END { printf "%.1f", m / 1024 }' "$d/log")
-    "$PY" - "$d/log" "$p" "$t" "$rep" "$rss" >>"$CSV" <<'EOF'
+    "$PY" - "$d/log" "$p" "$t" "$rep" "$rss" "$run_s" >>"$CSV" <<'EOF'
 import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         e = json.loads(l)
-        print(f'pytorch,{sys.argv[2]},{sys.argv[3]},{sys.argv[4]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[5]}')
+        print(f'pytorch,{sys.argv[2]},{sys.argv[3]},{sys.argv[4]},{e["epoch"]},{e["train_s"]},,{e["test_accuracy"]},{e["test_loss"]},{sys.argv[5]},{sys.argv[6]}')
 EOF
   done
 done

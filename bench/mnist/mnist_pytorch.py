@@ -2,14 +2,16 @@
 """PyTorch's side of bench/mnist_vs_pytorch.sh: the classifier mnist_train trains, the way a
 PyTorch user writes it. Fashion-MNIST from the same IDX files (gzip + numpy, no torchvision),
 x / 255 (ToTensor), an MLP 784-W-W-10 with ReLU, CrossEntropyLoss, Adam lr 1e-3, batch B per
-rank, DistributedSampler(shuffle=True, seed 0) with set_epoch, DDP over gloo. Launched by
-mpiexec (rank and size from Open MPI's environment), threads from OMP_NUM_THREADS. Each epoch
-rank 0 prints a JSON line: epoch, training seconds (the step loop only), test accuracy and loss
-(the whole test set, sharded over the ranks and reduced), peak RSS of this rank in MiB.
+rank, DistributedSampler(shuffle=True, seed SEED) with set_epoch, DDP over gloo, the weights
+from torch.manual_seed(SEED). Launched by mpiexec (rank and size from Open MPI's environment),
+threads from OMP_NUM_THREADS. Each epoch rank 0 prints a JSON line: epoch, training seconds
+(the step loop only), test accuracy and loss (the whole test set, sharded over the ranks and
+reduced), peak RSS of this rank in MiB.
 MODEL cnn: mnist_train --model cnn's network instead, Conv2d(1,32,3,padding=1) ReLU MaxPool2d(2)
 Conv2d(32,64,3,padding=1) ReLU MaxPool2d(2) Flatten Linear(3136,128) ReLU Linear(128,10), on the
 images as 1 x 28 x 28 (PyTorch runs its convolutions through oneDNN, torch.backends.mkldnn).
-Usage: mpiexec -n P python3 bench/mnist/mnist_pytorch.py DATA_DIR EPOCHS [BATCH] [WIDTH] [MODEL]
+Usage: mpiexec -n P python3 bench/mnist/mnist_pytorch.py DATA_DIR EPOCHS [BATCH] [WIDTH] [MODEL] [SEED]
+(defaults 64, 256, mlp, 0).
 """
 import gzip
 import json
@@ -40,13 +42,14 @@ def main():
     batch = int(sys.argv[3]) if len(sys.argv) > 3 else 64
     width = int(sys.argv[4]) if len(sys.argv) > 4 else 256
     kind = sys.argv[5] if len(sys.argv) > 5 else "mlp"
+    seed = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", os.environ.get("HDDP_TORCH_PORT", "29521"))
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     dist.init_process_group("gloo", rank=rank, world_size=size)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
 
     def load(prefix):
         x = read_idx(f"{data_dir}/{prefix}-images-idx3-ubyte.gz")
@@ -55,7 +58,7 @@ def main():
 
     (xtr, ytr), (xte, yte) = load("train"), load("t10k")
     train = TensorDataset(xtr, ytr)
-    sampler = DistributedSampler(train, num_replicas=size, rank=rank, shuffle=True, seed=0)
+    sampler = DistributedSampler(train, num_replicas=size, rank=rank, shuffle=True, seed=seed)
     loader = DataLoader(train, batch_size=batch, sampler=sampler)
     if kind == "cnn":
         model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
