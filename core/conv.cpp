@@ -459,6 +459,24 @@ bool Conv2d<T>::direct() const {
 }
 
 template <class T>
+bool Conv2d<T>::fuse_maxpool(int64_t kernel, int64_t stride) {
+  const int64_t OH = conv_out_size(H_, k_, stride_, pad_), OW = conv_out_size(W_, k_, stride_, pad_);
+  if (!relu_ || !direct() || out_layout_ != ImageLayout::NHWC || kernel != stride || kernel * kernel > 256 ||
+      kernel > OH || kernel > OW)
+    return false;
+  pool_ = kernel;
+  return true;
+}
+
+template <class T>
+int64_t Conv2d<T>::saved_size(int64_t batch) const {
+  if (pool_ == 0) return 0;
+  const int64_t n = batch * out_ * (conv_out_size(H_, k_, stride_, pad_) / pool_) *
+                    (conv_out_size(W_, k_, stride_, pad_) / pool_);
+  return (n + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T));
+}
+
+template <class T>
 int64_t Conv2d<T>::scratch_size(int64_t batch) const {
   if (direct()) return std::max(conv_direct_forward_scratch(shape(batch)), conv_direct_backward_scratch(shape(batch)));
   return conv2d_scratch_size(batch, in_, H_, W_, out_, k_, stride_, pad_);
@@ -469,7 +487,8 @@ void Conv2d<T>::forward(const Forward<T>& f) const {
   if constexpr (std::is_same_v<T, float>) {
     if (direct())
       return conv_direct_forward(shape(f.batch), in_layout_, out_layout_, f.x, f.params[0],
-                                 bias_ ? f.params[1] : nullptr, relu_, f.y, f.scratch);
+                                 bias_ ? f.params[1] : nullptr, relu_, f.y, f.scratch, pool_,
+                                 reinterpret_cast<uint8_t*>(f.saved));
   }
   conv2d_forward(f.batch, in_, H_, W_, out_, k_, stride_, pad_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
                  f.scratch);
@@ -480,7 +499,8 @@ void Conv2d<T>::backward(const Backward<T>& b) const {
   if constexpr (std::is_same_v<T, float>) {
     if (direct())
       return conv_direct_backward(shape(b.batch), in_layout_, out_layout_, b.x, b.params[0], b.dy, relu_ ? b.y : nullptr, b.dx,
-                                  b.grads[0], bias_ ? b.grads[1] : nullptr, b.accumulate, b.scratch);
+                                  b.grads[0], bias_ ? b.grads[1] : nullptr, b.accumulate, b.scratch, pool_,
+                                  reinterpret_cast<const uint8_t*>(b.saved));
   }
   conv2d_backward(b.batch, in_, H_, W_, out_, k_, stride_, pad_, b.x, b.params[0], b.dy, b.dx, b.grads[0],
                   bias_ ? b.grads[1] : nullptr, b.scratch, b.accumulate);

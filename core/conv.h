@@ -129,6 +129,9 @@ class Conv2d final : public Layer<T> {
   bool writes_nhwc() const override { return direct(); }
   void set_layout(ImageLayout in, ImageLayout out) override { in_layout_ = in, out_layout_ = out; }
   bool fuse_relu() override { return relu_ = direct(); }  // bias + ReLU in the direct kernels' store
+  bool fuse_maxpool(int64_t kernel, int64_t stride) override;
+  // With pooling fused: the window positions, one byte per pooled value.
+  int64_t saved_size(int64_t batch) const override;
   void forward(const Forward<T>& f) const override;
   void backward(const Backward<T>& b) const override;
   // Whether this layer runs the direct convolution.
@@ -149,6 +152,7 @@ class Conv2d final : public Layer<T> {
   int64_t H_ = 0, W_ = 0;  // input image size, from setup()
   ImageLayout in_layout_ = ImageLayout::NCHW, out_layout_ = ImageLayout::NCHW;
   bool relu_ = false;  // the next layer's ReLU applied here
+  int64_t pool_ = 0;   // and the MaxPool2d after it (kernel = stride), 0: none
 };
 
 // PyTorch's nn.MaxPool2d(kernel, stride) (stride defaults to the kernel; no padding, floor
@@ -162,6 +166,8 @@ class MaxPool2d final : public Layer<T> {
   Shape setup(const Shape& in) override;
   int64_t saved_size(int64_t batch) const override;
   bool reads_nhwc() const override { return k_ * k_ <= 256; }
+  int64_t kernel() const { return k_; }
+  int64_t stride() const { return stride_; }
   bool keeps_layout() const override { return true; }
   void set_layout(ImageLayout in, ImageLayout) override { nhwc_ = in == ImageLayout::NHWC; }
   void forward(const Forward<T>& f) const override;

@@ -125,6 +125,11 @@ class Layer {
   // this layer's own store. Sequential then skips the ReLU, and this layer's backward gets dy of
   // the ReLU's output and y = that output (dy counts only where y > 0).
   virtual bool fuse_relu() { return false; }
+  // Asked after a fused ReLU when MaxPool2d(kernel, stride) follows: return true to pool in the
+  // same store. Sequential then skips the pooling layer too: this layer writes the pooling's
+  // output, keeps what backward needs in its own saved values, and its backward gets dy of the
+  // pooled output and y = that output.
+  virtual bool fuse_maxpool(int64_t /*kernel*/, int64_t /*stride*/) { return false; }
 
   virtual void forward(const Forward<T>& f) const = 0;
   virtual void backward(const Backward<T>& b) const = 0;

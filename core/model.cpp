@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <hddp/core/conv.h>
 #include <hddp/core/layers.h>
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/elementwise.h>
@@ -88,11 +89,21 @@ void Sequential<T>::build(Shape input, std::vector<LayerSpec> specs, int64_t max
       s.param_off.push_back(arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols, p.shape)).offset);
     s.p_end = arena_.size();
   }
-  // A ReLU in place after a layer that applies it in its own store (the direct convolution).
-  for (size_t i = 0; i + 1 < slots_.size(); ++i)
-    if (dynamic_cast<const layers::ReLU<T>*>(slots_[i + 1].layer.get()) && slots_[i + 1].in_place &&
-        !slots_[i].absorbed && slots_[i].layer->fuse_relu())
-      slots_[i + 1].absorbed = true;
+  // A ReLU in place after a layer that applies it in its own store (the direct convolution),
+  // and a MaxPool2d after both where that layer pools in the same store.
+  for (size_t i = 0; i + 1 < slots_.size(); ++i) {
+    if (!dynamic_cast<const layers::ReLU<T>*>(slots_[i + 1].layer.get()) || !slots_[i + 1].in_place ||
+        slots_[i].absorbed || !slots_[i].layer->fuse_relu())
+      continue;
+    slots_[i + 1].absorbed = true;
+    slots_[i].fused = 1;
+    const auto* pool = i + 2 < slots_.size() ? dynamic_cast<const layers::MaxPool2d<T>*>(slots_[i + 2].layer.get())
+                                             : nullptr;
+    if (pool && slots_[i].layer->fuse_maxpool(pool->kernel(), pool->stride())) {
+      slots_[i + 2].absorbed = true;
+      slots_[i].fused = 2;
+    }
+  }
   reserve(max_batch);
 }
 
@@ -200,7 +211,8 @@ const T* Sequential<T>::forward(std::span<const T> X, int64_t batch) {
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.absorbed) continue;  // the layer before applied it
-    f.x = w + s.in_off, f.y = w + s.out_off, f.saved = w + s.saved_off;
+    // A layer with the next ones fused writes the last one's output.
+    f.x = w + s.in_off, f.y = w + slots_[i + size_t(s.fused)].out_off, f.saved = w + s.saved_off;
     f.seed = derive_seed(seed_, i, 0);  // each layer its own stream: two Dropouts draw different masks
     f.params = ptrs_.data() + ptr_at_[i];
     s.layer->forward(f);
@@ -254,7 +266,7 @@ void Sequential<T>::run_backward(const T* dY) {
     const bool ours = d == g[0] || d == g[1];
     T* dx = s.in_place && ours ? const_cast<T*>(d) : d == g[0] ? g[1] : g[0];
     b.x = s.in_place ? nullptr : w + s.in_off;
-    b.y = w + s.out_off, b.dy = d, b.dx = i > 0 ? dx : nullptr, b.saved = w + s.saved_off;
+    b.y = w + slots_[i + size_t(s.fused)].out_off, b.dy = d, b.dx = i > 0 ? dx : nullptr, b.saved = w + s.saved_off;
     b.params = ptrs_.data() + ptr_at_[i];
     b.grads = ptrs_.data() + ptr_at_[i] + s.param_off.size();
     s.layer->backward(b);

@@ -140,7 +140,8 @@ class Sequential final : public Module<T> {
     int64_t p_begin = 0, p_end = 0;      // arena range of its parameters
     std::vector<int64_t> param_off;      // arena offset of each parameter
     bool in_place = false;               // runs with its output in its input's buffer
-    bool absorbed = false;               // a ReLU the layer before applies in its own store
+    bool absorbed = false;               // a layer the one before applies in its own store
+    int fused = 0;                       // layers after this one it applies (absorbed)
     int64_t in_off = 0, out_off = 0, saved_off = 0;  // work arena offsets (max_batch samples)
   };
   void build(Shape input, std::vector<LayerSpec> layers, int64_t max_batch, bool implied);

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/conv_ukernel.h>
@@ -128,6 +130,116 @@ __attribute__((noinline)) void add_row(int64_t n, const float* __restrict row, f
 // image: at most 16 products per batch.
 constexpr int kMaxK = 16;
 
+void check_pool(const char* fn, const ConvShape& s, ImageLayout out, int64_t pool, const void* argmax) {
+  HDDP_CHECK_ARG(pool == 0 || (pool > 0 && pool * pool <= 256 && pool <= s.OH() && pool <= s.OW() &&
+                               out == ImageLayout::NHWC && argmax),
+                 fn << ": fused pooling needs 0 < pool, pool*pool <= 256, pool <= OH, OW, NHWC output and an "
+                       "argmax buffer; got pool="
+                    << pool << " OH=" << s.OH() << " OW=" << s.OW());
+}
+
+// best[c], at[c] = x[c], pos where x[c] > best[c] or x[c] is NaN (PyTorch's MaxPool2d rule).
+__attribute__((noinline)) void take_max(int64_t n, const float* __restrict x, float* __restrict best,
+                                        float* __restrict at, float pos) {
+  for (int64_t c = 0; c < n; ++c) {
+    const float v = x[c];
+    const bool take = (v > best[c]) | (v != v);
+    best[c] = take ? v : best[c];
+    at[c] = take ? pos : at[c];
+  }
+}
+
+// d[c] = g[c] where at[c] == pos and y[c] > 0 (or no y), else 0: the pooled gradient routed
+// back to window position pos.
+__attribute__((noinline)) void route(int64_t n, const float* __restrict at, float pos, const float* __restrict g,
+                                     const float* __restrict y, float* __restrict d) {
+  if (y) {
+    for (int64_t c = 0; c < n; ++c) {
+      const float v = g[c], yv = y[c];
+      d[c] = (at[c] == pos) & (yv > 0.0f) ? v : 0.0f;
+    }
+  } else {
+    for (int64_t c = 0; c < n; ++c) {
+      const float v = g[c];
+      d[c] = at[c] == pos ? v : 0.0f;
+    }
+  }
+}
+
+// Re-blocked weights Wr[ki][kj][ci][co] (co to Np) and the bias to Np.
+void reblock_forward(const ConvShape& s, int64_t Np, const float* Wt, const float* b, float* wr, float* bp) {
+  for (int64_t ki = 0; ki < s.k; ++ki)
+    for (int64_t kj = 0; kj < s.k; ++kj)
+      for (int64_t ci = 0; ci < s.C; ++ci) {
+        float* r = wr + ((ki * s.k + kj) * s.C + ci) * Np;
+        for (int64_t co = 0; co < Np; ++co) r[co] = co < s.Cout ? Wt[((co * s.C + ci) * s.k + ki) * s.k + kj] : 0.0f;
+      }
+  for (int64_t co = 0; co < Np; ++co) bp[co] = b && co < s.Cout ? b[co] : 0.0f;
+}
+
+// The forward with MaxPool2d(pool) in its store: per image, pooled row and channel block, the
+// pool convolution rows into a buffer of this thread (L1-sized: pool x OW x NV*L floats), then
+// their windows' maxima and positions to Y and argmax.
+void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const float* Wt, const float* b, bool relu,
+                    float* Y, float* scratch, int64_t pool, uint8_t* argmax) {
+  const ConvKernels& kern = detail::conv_kernels();
+  const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), Wp = s.W + 2 * s.pad, OW = s.OW();
+  const int64_t C = s.C, k = s.k, Cout = s.Cout, PH = s.OH() / pool, PW = OW / pool;
+  float* xp = scratch;
+  float* wr = xp + s.B * s.H * Wp * C;
+  float* bp = wr + k * k * C * Np;
+  pad_input(s, in, X, xp);
+  reblock_forward(s, Np, Wt, b, wr, bp);
+  const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
+  const int64_t ldc = t.nv * L;
+#pragma omp parallel if (s.B * s.OH() * OW * Cout * k * k * C > kParallelMin)
+  {
+    std::vector<float> rows(static_cast<size_t>(pool * OW * ldc)), best(static_cast<size_t>(ldc)),
+        at(static_cast<size_t>(ldc));
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t bi = 0; bi < s.B; ++bi)
+      for (int64_t ph = 0; ph < PH; ++ph)
+        for (int64_t j = 0; j < t.nblocks; ++j) {
+          const int64_t co0 = j * t.nv * L, N = std::min<int64_t>(t.nv * L, Cout - co0);
+          const int nvb = int((N + L - 1) / L);
+          for (int64_t r = 0; r < pool; ++r) {
+            const int64_t oh = ph * pool + r;
+            const float* a[kMaxK];
+            const float* bb[kMaxK];
+            int64_t kk[kMaxK];
+            int64_t n = 0;
+            for (int64_t ki = 0; ki < k; ++ki) {
+              const int64_t ih = oh + ki - s.pad;
+              if (ih < 0 || ih >= s.H) continue;
+              a[n] = xp + (bi * s.H + ih) * Wp * C;
+              bb[n] = wr + ki * k * C * Np + co0;
+              kk[n] = k * C;
+              ++n;
+            }
+            BrgemmCall call{n, a, bb, kk, C, 1, Np, nullptr, ldc, N, false, b ? bp + co0 : nullptr, relu};
+            for (int64_t u = 0; u < t.mtiles; ++u) {
+              const int64_t ow0 = t.m_begin(OW, u), m = t.m_begin(OW, u + 1) - ow0;
+              const float* at_[kMaxK];
+              for (int64_t i = 0; i < n; ++i) at_[i] = a[i] + ow0 * C;
+              call.a = at_;
+              call.c = rows.data() + (r * OW + ow0) * ldc;
+              kern.kernel[0][nvb - 1][m - 1](call);
+            }
+          }
+          for (int64_t pw = 0; pw < PW; ++pw) {
+            std::fill(best.begin(), best.begin() + N, -std::numeric_limits<float>::infinity());
+            std::fill(at.begin(), at.begin() + N, 0.0f);
+            for (int64_t w = 0; w < pool * pool; ++w)
+              take_max(N, rows.data() + ((w / pool) * OW + pw * pool + w % pool) * ldc, best.data(), at.data(),
+                       float(w));
+            const int64_t o = ((bi * PH + ph) * PW + pw) * Cout + co0;
+            std::copy(best.begin(), best.begin() + N, Y + o);
+            for (int64_t c = 0; c < N; ++c) argmax[o + c] = uint8_t(at[size_t(c)]);
+          }
+        }
+  }
+}
+
 }  // namespace
 
 bool conv_direct_supported(int64_t k, int64_t stride, int64_t pad) {
@@ -149,9 +261,11 @@ int64_t conv_direct_backward_scratch(const ConvShape& s) {
 }
 
 void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
-                         const float* b, bool relu, float* Y, float* scratch) {
+                         const float* b, bool relu, float* Y, float* scratch, int64_t pool, uint8_t* argmax) {
   check_shape("conv_direct_forward", s);
   HDDP_CHECK_ARG(X && Wt && Y && scratch, "conv_direct_forward: X, Wt, Y and scratch must not be null");
+  check_pool("conv_direct_forward", s, out, pool, argmax);
+  if (pool > 0) return forward_pooled(s, in, X, Wt, b, relu, Y, scratch, pool, argmax);
   const ConvKernels& kern = detail::conv_kernels();
   const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), Wp = s.W + 2 * s.pad, OH = s.OH(), OW = s.OW();
   const int64_t C = s.C, k = s.k, Cout = s.Cout;
@@ -160,13 +274,7 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
   float* bp = wr + k * k * C * Np;
   float* yt = bp + Np;  // the NHWC output when Y is NCHW
   pad_input(s, in, X, xp);
-  for (int64_t ki = 0; ki < k; ++ki)
-    for (int64_t kj = 0; kj < k; ++kj)
-      for (int64_t ci = 0; ci < C; ++ci) {
-        float* r = wr + ((ki * k + kj) * C + ci) * Np;
-        for (int64_t co = 0; co < Np; ++co) r[co] = co < Cout ? Wt[((co * C + ci) * k + ki) * k + kj] : 0.0f;
-      }
-  for (int64_t co = 0; co < Np; ++co) bp[co] = b && co < Cout ? b[co] : 0.0f;
+  reblock_forward(s, Np, Wt, b, wr, bp);
   float* yo = out == ImageLayout::NHWC ? Y : yt;
   const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
   // Loop 3: images, loop 2: output rows, loop 1: channel blocks; then the row's tiles.
@@ -203,9 +311,10 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
 
 void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
                           const float* dY, const float* y, float* dX, float* dW, float* db, bool accumulate,
-                          float* scratch) {
+                          float* scratch, int64_t pool, const uint8_t* argmax) {
   check_shape("conv_direct_backward", s);
   HDDP_CHECK_ARG(X && Wt && dY && dW && scratch, "conv_direct_backward: X, Wt, dY, dW and scratch must not be null");
+  check_pool("conv_direct_backward", s, out, pool, argmax);
   const ConvKernels& kern = detail::conv_kernels();
   const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), Cp = round_up(s.C, L);
   const int64_t C = s.C, k = s.k, Cout = s.Cout, H = s.H, Wd = s.W, OH = s.OH(), OW = s.OW();
@@ -224,13 +333,34 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
     return;
   }
   pad_input(s, in, X, xp);
-  // dYp: dY (masked by y > 0 where ReLU was fused), q zero columns either side, channels to Np.
+  // dYp: dY (masked by y > 0 where ReLU was fused; routed through argmax where pooling was),
+  // q zero columns either side, channels to Np.
+  const int64_t PH = pool > 0 ? OH / pool : 0, PW = pool > 0 ? OW / pool : 0;
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * OH * OWq * Np > kParallelMin)
   for (int64_t bi = 0; bi < s.B; ++bi)
     for (int64_t oh = 0; oh < OH; ++oh) {
       float* row = dyp + (bi * OH + oh) * OWq * Np;
       std::fill(row, row + q * Np, 0.0f);
       std::fill(row + (q + OW) * Np, row + OWq * Np, 0.0f);
+      if (pool > 0) {
+        float at[256];  // the argmax of a pooled pixel's channels, widened
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float* d = row + (q + ow) * Np;
+          std::fill(d + Cout, d + Np, 0.0f);
+          if (oh >= PH * pool || ow >= PW * pool) {  // no window covers it
+            std::fill(d, d + Cout, 0.0f);
+            continue;
+          }
+          const int64_t o = ((bi * PH + oh / pool) * PW + ow / pool) * Cout;
+          const float pos = float((oh % pool) * pool + ow % pool);
+          for (int64_t c0 = 0; c0 < Cout; c0 += 256) {
+            const int64_t n = std::min<int64_t>(256, Cout - c0);
+            for (int64_t c = 0; c < n; ++c) at[c] = float(argmax[o + c0 + c]);
+            route(n, at, pos, dY + o + c0, y ? y + o + c0 : nullptr, d + c0);
+          }
+        }
+        continue;
+      }
       for (int64_t ow = 0; ow < OW; ++ow) {
         float* d = row + (q + ow) * Np;
         if (out == ImageLayout::NHWC) {

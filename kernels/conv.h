@@ -43,17 +43,24 @@ int64_t conv_direct_backward_scratch(const ConvShape& s);
 
 // Y = relu?(W * X + b). b: Cout values or nullptr. Throws std::invalid_argument on a shape the
 // direct kernels do not take or null buffers.
+// pool > 0 fuses MaxPool2d(pool) (stride = pool, floor mode; out must be NHWC) into the store: Y
+// is the pooled (B, OH/pool, OW/pool, Cout), argmax one byte per value of it, the window
+// position (ki*pool + kj) of the maximum, ties to the first and NaN winning as PyTorch's; the
+// convolution's own output is never written.
 void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
-                         const float* b, bool relu, float* Y, float* scratch);
+                         const float* b, bool relu, float* Y, float* scratch, int64_t pool = 0,
+                         uint8_t* argmax = nullptr);
 
 // Backward given dY (layout `out`): where y is not null (the forward's output, ReLU fused), dY
 // counts only where y > 0.
 //   dX  overwritten (layout `in`); nullptr skips it
 //   dW  (Cout, C, k, k)   += (accumulate) or = (!accumulate)
 //   db  (Cout)            the same; nullptr: no bias
+// With pool > 0, dY, y and argmax are the pooled forward's: dY reaches the window position argmax
+// names (and only where y > 0 when y is given).
 void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
                           const float* dY, const float* y, float* dX, float* dW, float* db, bool accumulate,
-                          float* scratch);
+                          float* scratch, int64_t pool = 0, const uint8_t* argmax = nullptr);
 
 // The micro-kernel set the direct convolution uses ("avx512", "avx2", "portable").
 std::string conv_kernel_name();

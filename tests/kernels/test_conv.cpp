@@ -140,6 +140,68 @@ TEST(ConvDirect, BitwiseAcrossThreadCounts) {
   }
 }
 
+// The forward with MaxPool2d in its store gives bit for bit the unfused forward then pooling
+// (PyTorch's rule: ties to the first, NaN wins), and its backward the unfused backward of the
+// gradient routed through the windows; odd sizes leave rows and columns out of every window.
+TEST(ConvDirect, FusedPoolingIsConvThenPool) {
+  for (const ConvShape s : {ConvShape{3, 32, 14, 14, 64, 3, 1}, ConvShape{2, 1, 28, 28, 32, 3, 1},
+                            ConvShape{2, 5, 7, 9, 20, 3, 1}, ConvShape{1, 3, 8, 8, 17, 2, 0}})
+    for (int64_t pool : {2, 3}) {
+      if (pool > s.OH() || pool > s.OW()) continue;
+      SCOPED_TRACE("C=" + std::to_string(s.C) + " H=" + std::to_string(s.H) + " pool=" + std::to_string(pool));
+      const int64_t OH = s.OH(), OW = s.OW(), PH = OH / pool, PW = OW / pool, Co = s.Cout;
+      const int64_t nx = s.B * s.H * s.W * s.C, ny = s.B * OH * OW * Co, np = s.B * PH * PW * Co,
+                    nw = Co * s.C * s.k * s.k;
+      auto X = randv(nx, 21);
+      for (size_t i = 0; i < X.size(); i += 7) X[i] = 0.5f;  // ties after ReLU
+      X[1] = NAN;
+      const auto Wt = randv(nw, 22), b = randv(Co, 23), dP = randv(np, 24);
+      std::vector<float> scratch(size_t(conv_direct_forward_scratch(s) + conv_direct_backward_scratch(s)));
+      const auto nhwc = ImageLayout::NHWC;
+      // Unfused: the convolution with ReLU, then pooling and routing by hand.
+      std::vector<float> y(static_cast<size_t>(ny)), pooled(static_cast<size_t>(np)), dY(static_cast<size_t>(ny), 0.0f);
+      std::vector<uint8_t> am(static_cast<size_t>(np));
+      conv_direct_forward(s, nhwc, nhwc, X.data(), Wt.data(), b.data(), true, y.data(), scratch.data());
+      for (int64_t bi = 0; bi < s.B; ++bi)
+        for (int64_t ph = 0; ph < PH; ++ph)
+          for (int64_t pw = 0; pw < PW; ++pw)
+            for (int64_t c = 0; c < Co; ++c) {
+              float best = -INFINITY;
+              int at = 0;
+              for (int w = 0; w < pool * pool; ++w) {
+                const float v = y[size_t(((bi * OH + ph * pool + w / pool) * OW + pw * pool + w % pool) * Co + c)];
+                if (v > best || std::isnan(v)) best = v, at = w;
+              }
+              const size_t o = size_t(((bi * PH + ph) * PW + pw) * Co + c);
+              pooled[o] = best, am[o] = uint8_t(at);
+              dY[size_t(((bi * OH + ph * pool + at / pool) * OW + pw * pool + at % pool) * Co + c)] = dP[o];
+            }
+      std::vector<float> dX(static_cast<size_t>(nx)), dW(static_cast<size_t>(nw)), db(static_cast<size_t>(Co));
+      conv_direct_backward(s, nhwc, nhwc, X.data(), Wt.data(), dY.data(), y.data(), dX.data(), dW.data(), db.data(),
+                           false, scratch.data());
+      // Fused.
+      std::vector<float> fp(static_cast<size_t>(np), NAN), fdX(static_cast<size_t>(nx), NAN), fdW(static_cast<size_t>(nw), NAN),
+          fdb(static_cast<size_t>(Co), NAN);
+      std::vector<uint8_t> fam(static_cast<size_t>(np), 99);
+      conv_direct_forward(s, nhwc, nhwc, X.data(), Wt.data(), b.data(), true, fp.data(), scratch.data(), pool,
+                          fam.data());
+      for (size_t i = 0; i < fp.size(); ++i) {
+        ASSERT_TRUE(fp[i] == pooled[i] || (std::isnan(fp[i]) && std::isnan(pooled[i]))) << "pooled " << i;
+        ASSERT_EQ(fam[i], am[i]) << "argmax " << i;
+      }
+      conv_direct_backward(s, nhwc, nhwc, X.data(), Wt.data(), dP.data(), fp.data(), fdX.data(), fdW.data(),
+                           fdb.data(), false, scratch.data(), pool, fam.data());
+      auto same = [](const std::vector<float>& a, const std::vector<float>& b2) {
+        for (size_t i = 0; i < a.size(); ++i)
+          if (!(a[i] == b2[i] || (std::isnan(a[i]) && std::isnan(b2[i])))) return false;
+        return true;
+      };
+      EXPECT_TRUE(same(fdX, dX)) << "dX";
+      EXPECT_TRUE(same(fdW, dW)) << "dW";
+      EXPECT_TRUE(same(fdb, db)) << "db";
+    }
+}
+
 TEST(ConvDirect, RefusesWhatItDoesNotTake) {
   EXPECT_FALSE(conv_direct_supported(3, 2, 1));
   EXPECT_FALSE(conv_direct_supported(3, 1, 3));
@@ -155,6 +217,13 @@ TEST(ConvDirect, RefusesWhatItDoesNotTake) {
   EXPECT_THROW(conv_direct_forward({1, 1, 4, 4, 1, 3, 1}, ImageLayout::NHWC, ImageLayout::NHWC, nullptr, buf.data(),
                                    nullptr, false, buf.data(), buf.data()),
                std::invalid_argument);
+  std::vector<uint8_t> am(64);
+  EXPECT_THROW(conv_direct_forward({1, 1, 4, 4, 1, 3, 1}, ImageLayout::NHWC, ImageLayout::NCHW, buf.data(), buf.data(),
+                                   nullptr, false, buf.data(), buf.data(), 2, am.data()),
+               std::invalid_argument);  // pooling writes NHWC only
+  EXPECT_THROW(conv_direct_forward({1, 1, 4, 4, 1, 3, 1}, ImageLayout::NHWC, ImageLayout::NHWC, buf.data(), buf.data(),
+                                   nullptr, false, buf.data(), buf.data(), 5, am.data()),
+               std::invalid_argument);  // a window larger than the output
 }
 
 }  // namespace
