@@ -84,13 +84,22 @@ void check_shape(const char* fn, const ConvShape& s) {
                     << " pad=" << s.pad);
 }
 
-// Xp (B, H, W + 2 pad, C): X with `pad` zero columns either side, from NHWC or NCHW.
+// Xp (B, H + 2 pad, W + 2 pad, C): X with `pad` zero rows and columns on every side, from NHWC
+// or NCHW. xp_size: its values; xp_row: where input row ih (-pad <= ih < H + pad) of image b starts.
+int64_t xp_size(const ConvShape& s) { return s.B * (s.H + 2 * s.pad) * (s.W + 2 * s.pad) * s.C; }
+inline float* xp_row(float* xp, const ConvShape& s, int64_t b, int64_t ih) {
+  return xp + ((b * (s.H + 2 * s.pad) + ih + s.pad) * (s.W + 2 * s.pad)) * s.C;
+}
 void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp) {
   const int64_t Wp = s.W + 2 * s.pad, C = s.C;
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * s.H * Wp * C > kParallelMin)
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t ih = 0; ih < s.H; ++ih) {
-      float* row = xp + (b * s.H + ih) * Wp * C;
+    for (int64_t ih = -s.pad; ih < s.H + s.pad; ++ih) {
+      float* row = xp_row(xp, s, b, ih);
+      if (ih < 0 || ih >= s.H) {
+        std::fill(row, row + Wp * C, 0.0f);
+        continue;
+      }
       std::fill(row, row + s.pad * C, 0.0f);
       std::fill(row + (s.pad + s.W) * C, row + Wp * C, 0.0f);
       float* dst = row + s.pad * C;
@@ -121,9 +130,11 @@ __attribute__((noinline)) void masked_copy(int64_t n, const float* __restrict g,
   }
 }
 
-// out[i] += row[i], n values (the bias gradient's sums).
-__attribute__((noinline)) void add_row(int64_t n, const float* __restrict row, float* __restrict out) {
-  for (int64_t i = 0; i < n; ++i) out[i] += row[i];
+// out[i] += sum over r of rows[r * n + i], the rows in order (the bias gradient's sums).
+__attribute__((noinline)) void add_rows(int64_t count, int64_t n, const float* __restrict rows,
+                                        float* __restrict out) {
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t i = 0; i < n; ++i) out[i] += rows[r * n + i];
 }
 
 // Kernel rows of one output row (forward) or input row (input gradient) that fall inside the
@@ -183,10 +194,10 @@ void reblock_forward(const ConvShape& s, int64_t Np, const float* Wt, const floa
 void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const float* Wt, const float* b, bool relu,
                     float* Y, float* scratch, int64_t pool, uint8_t* argmax) {
   const ConvKernels& kern = detail::conv_kernels();
-  const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), Wp = s.W + 2 * s.pad, OW = s.OW();
+  const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), OW = s.OW();
   const int64_t C = s.C, k = s.k, Cout = s.Cout, PH = s.OH() / pool, PW = OW / pool;
   float* xp = scratch;
-  float* wr = xp + s.B * s.H * Wp * C;
+  float* wr = xp + xp_size(s);
   float* bp = wr + k * k * C * Np;
   pad_input(s, in, X, xp);
   reblock_forward(s, Np, Wt, b, wr, bp);
@@ -211,19 +222,19 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
             for (int64_t ki = 0; ki < k; ++ki) {
               const int64_t ih = oh + ki - s.pad;
               if (ih < 0 || ih >= s.H) continue;
-              a[n] = xp + (bi * s.H + ih) * Wp * C;
+              a[n] = xp_row(xp, s, bi, ih);
               bb[n] = wr + ki * k * C * Np + co0;
               kk[n] = k * C;
               ++n;
             }
-            BrgemmCall call{n, a, bb, kk, C, 1, Np, nullptr, ldc, N, false, b ? bp + co0 : nullptr, relu};
+            BrgemmCall call{n, a, bb, kk, C, 1, Np, nullptr, nullptr, ldc, N, false, b ? bp + co0 : nullptr, relu};
             for (int64_t u = 0; u < t.mtiles; ++u) {
               const int64_t ow0 = t.m_begin(OW, u), m = t.m_begin(OW, u + 1) - ow0;
               const float* at_[kMaxK];
               for (int64_t i = 0; i < n; ++i) at_[i] = a[i] + ow0 * C;
               call.a = at_;
               call.c = rows.data() + (r * OW + ow0) * ldc;
-              kern.kernel[0][nvb - 1][m - 1](call);
+              kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
             }
           }
           for (int64_t pw = 0; pw < PW; ++pw) {
@@ -250,13 +261,13 @@ std::string conv_kernel_name() { return std::string(detail::conv_kernels().block
 
 int64_t conv_direct_forward_scratch(const ConvShape& s) {
   const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L);
-  return s.B * s.H * (s.W + 2 * s.pad) * s.C + s.k * s.k * s.C * Np + Np + s.B * s.OH() * s.OW() * s.Cout;
+  return xp_size(s) + s.k * s.k * s.C * Np + Np + s.B * s.OH() * s.OW() * s.Cout;
 }
 
 int64_t conv_direct_backward_scratch(const ConvShape& s) {
   const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L), Cp = round_up(s.C, L);
   const int64_t q = s.k - 1 - s.pad, chunks = std::min(s.B, detail::kConvWeightChunks);
-  return s.B * s.H * (s.W + 2 * s.pad) * s.C + s.B * s.OH() * (s.OW() + 2 * q) * Np + s.k * s.k * Np * Cp +
+  return xp_size(s) + s.B * s.OH() * (s.OW() + 2 * q) * Np + s.k * s.k * Np * Cp +
          chunks * (s.k * s.k * s.C * Np + Np) + s.B * s.H * s.W * s.C;
 }
 
@@ -267,10 +278,10 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
   check_pool("conv_direct_forward", s, out, pool, argmax);
   if (pool > 0) return forward_pooled(s, in, X, Wt, b, relu, Y, scratch, pool, argmax);
   const ConvKernels& kern = detail::conv_kernels();
-  const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), Wp = s.W + 2 * s.pad, OH = s.OH(), OW = s.OW();
+  const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), OH = s.OH(), OW = s.OW();
   const int64_t C = s.C, k = s.k, Cout = s.Cout;
   float* xp = scratch;
-  float* wr = xp + s.B * s.H * Wp * C;  // Wr[ki][kj][ci][co], co padded to Np
+  float* wr = xp + xp_size(s);  // Wr[ki][kj][ci][co], co padded to Np
   float* bp = wr + k * k * C * Np;
   float* yt = bp + Np;  // the NHWC output when Y is NCHW
   pad_input(s, in, X, xp);
@@ -290,12 +301,12 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
         for (int64_t ki = 0; ki < k; ++ki) {
           const int64_t ih = oh + ki - s.pad;
           if (ih < 0 || ih >= s.H) continue;
-          a[n] = xp + (bi * s.H + ih) * Wp * C;
+          a[n] = xp_row(xp, s, bi, ih);
           bb[n] = wr + ki * k * C * Np + co0;
           kk[n] = k * C;
           ++n;
         }
-        BrgemmCall call{n, a, bb, kk, C, 1, Np, nullptr, Cout, N, false, b ? bp + co0 : nullptr, relu};
+        BrgemmCall call{n, a, bb, kk, C, 1, Np, nullptr, nullptr, Cout, N, false, b ? bp + co0 : nullptr, relu};
         const int nvb = int((N + L - 1) / L);
         for (int64_t u = 0; u < t.mtiles; ++u) {
           const int64_t ow0 = t.m_begin(OW, u), m = t.m_begin(OW, u + 1) - ow0;
@@ -303,7 +314,7 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
           for (int64_t i = 0; i < n; ++i) at[i] = a[i] + ow0 * C;
           call.a = at;
           call.c = yo + ((bi * OH + oh) * OW + ow0) * Cout + co0;
-          kern.kernel[0][nvb - 1][m - 1](call);
+          kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
         }
       }
   if (out == ImageLayout::NCHW) to_nchw(s.B, OH * OW, Cout, yt, Y);
@@ -321,7 +332,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
   const int64_t Wp = Wd + 2 * s.pad, q = k - 1 - s.pad, OWq = OW + 2 * q;
   const int64_t chunks = std::min(s.B, detail::kConvWeightChunks), part_size = k * k * C * Np + Np;
   float* xp = scratch;
-  float* dyp = xp + s.B * H * Wp * C;     // (B, OH, OWq, Np)
+  float* dyp = xp + xp_size(s);           // (B, OH, OWq, Np)
   float* wd = dyp + s.B * OH * OWq * Np;  // Wd[ki][kj'][co][ci], co to Np, ci to Cp
   float* part = wd + k * k * Np * Cp;     // per chunk: dW[ki][kj][ci][co] (Np), then db (Np)
   float* dxt = part + chunks * part_size;  // the NHWC input gradient when dX is NCHW
@@ -407,7 +418,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
             kk[n] = k * Np;
             ++n;
           }
-          BrgemmCall call{n, a, bb, kk, Np, 1, Cp, nullptr, C, N, false, nullptr, false};
+          BrgemmCall call{n, a, bb, kk, Np, 1, Cp, nullptr, nullptr, C, N, false, nullptr, false};
           const int nvb = int((N + L - 1) / L);
           for (int64_t u = 0; u < t.mtiles; ++u) {
             const int64_t iw0 = t.m_begin(Wd, u), m = t.m_begin(Wd, u + 1) - iw0;
@@ -419,7 +430,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
               for (int64_t i = 0; i < m; ++i) std::fill(call.c + i * C, call.c + i * C + N, 0.0f);
               continue;
             }
-            kern.kernel[0][nvb - 1][m - 1](call);
+            kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
           }
         }
     if (in == ImageLayout::NCHW) to_nchw(s.B, H * Wd, C, dxt, dX);
@@ -427,14 +438,20 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
 
   // The weight gradient: per chunk of images, dW[ki]((kj, ci), co) over the chunk's output rows,
   // in batches of kBatch rows (a partial sum in registers per batch, added into the chunk's
-  // buffer in order).
+  // buffer in order). Where all k*k*C taps fit one micro-tile (few input channels: the first
+  // layer's k*k = 9), every tap is a row at its own offset in the padded image and each output
+  // row is one product; else per kernel row ki, its k*C taps (kj, ci) consecutive.
   constexpr int kBatch = 64;
-  const int64_t M = k * C;
-  const TileChoice t = choose_tile(M, Cout, *kern.blocking);
+  const TileChoice t_all = choose_tile(k * k * C, Cout, *kern.blocking);
+  const bool all_taps = t_all.mtiles == 1;
+  const int64_t M = all_taps ? k * k * C : k * C, krows = all_taps ? 1 : k;
+  const TileChoice t = all_taps ? t_all : choose_tile(M, Cout, *kern.blocking);
   const int64_t tiles = t.mtiles * t.nblocks;
+  std::vector<int64_t> off(size_t(all_taps ? M : 0));
+  for (int64_t m = 0; m < int64_t(off.size()); ++m) off[size_t(m)] = ((m / (k * C)) * Wp + m % (k * C) / C) * C + m % C;
 #pragma omp parallel for collapse(3) schedule(static) if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
   for (int64_t ch = 0; ch < chunks; ++ch)
-    for (int64_t ki = 0; ki < k; ++ki)
+    for (int64_t ki = 0; ki < krows; ++ki)
       for (int64_t u = 0; u < tiles; ++u) {
         const int64_t b0 = s.B * ch / chunks, b1 = s.B * (ch + 1) / chunks;
         const int64_t mu = u / t.nblocks, j = u % t.nblocks;
@@ -444,8 +461,10 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
         const float* a[kBatch];
         const float* bb[kBatch];
         int64_t kk[kBatch];
-        BrgemmCall call{0, a, bb, kk, 1, C, Np, pc + (ki * k * C + m0) * Np + co0, Np, N, false, nullptr, false};
-        const detail::BrgemmKernel f = kern.kernel[1][(N + L - 1) / L - 1][m - 1];
+        BrgemmCall call{0, a, bb, kk, 1, C, Np, all_taps ? off.data() + m0 : nullptr,
+                        pc + (ki * k * C + m0) * Np + co0, Np, N, false, nullptr, false};
+        const detail::BrgemmKernel f =
+            kern.kernel[all_taps ? detail::kRowOffsets : detail::kAlongI][(N + L - 1) / L - 1][m - 1];
         int64_t n = 0;
         auto flush = [&] {
           call.n = n;
@@ -455,9 +474,11 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
         };
         for (int64_t bi = b0; bi < b1; ++bi)
           for (int64_t oh = 0; oh < OH; ++oh) {
-            const int64_t ih = oh + ki - s.pad;
-            if (ih < 0 || ih >= H) continue;
-            a[n] = xp + (bi * H + ih) * Wp * C + m0;
+            // all taps: the padded rows from oh - pad on (zeros outside the image); else kernel
+            // row ki's input row, left out where it falls outside.
+            const int64_t ih = all_taps ? oh - s.pad : oh + ki - s.pad;
+            if (!all_taps && (ih < 0 || ih >= H)) continue;
+            a[n] = xp_row(xp, s, bi, ih) + (all_taps ? 0 : m0);
             bb[n] = dyp + ((bi * OH + oh) * OWq + q) * Np + co0;
             kk[n] = OW;
             if (++n == kBatch) flush();
@@ -469,7 +490,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
           for (int64_t bi = b0; bi < b1; ++bi)
             for (int64_t oh = 0; oh < OH; ++oh) {
               const float* row = dyp + ((bi * OH + oh) * OWq + q) * Np;
-              for (int64_t ow = 0; ow < OW; ++ow) add_row(Np, row + ow * Np, pdb);
+              add_rows(OW, Np, row, pdb);
             }
         }
       }

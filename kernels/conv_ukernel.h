@@ -13,8 +13,10 @@
 // with every B row readable for NV*L lanes, then stores
 //   c[i * ldc + j] = relu?( (accumulate ? c[i * ldc + j] : 0) + acc(i, j) + (bias ? bias[j] : 0) )
 // for j < N (the last vector's lanes past N are neither read nor written in c; bias holds NV*L
-// values). The A operand comes in two orders: along p contiguous (csa = 1: pixels x channels, the
-// forward and the input gradient) or along i contiguous (rsa = 1: the weight gradient).
+// values). The A operand comes in three orders: along p contiguous (csa = 1: pixels x channels,
+// the forward and the input gradient), along i contiguous (rsa = 1: the weight gradient's
+// (kj, ci) rows), or row i at its own offset off[i] (A_t(i, p) = a[t][off[i] + p * csa]: the
+// weight gradient of a layer with few input channels, every tap (ki, kj, ci) a row).
 #include <cstdint>
 
 #include <hddp/kernels/conv_blocking.h>
@@ -27,6 +29,7 @@ struct BrgemmCall {
   const float* const* b = nullptr;   // n pointers
   const int64_t* k = nullptr;        // n lengths
   int64_t rsa = 0, csa = 0, ldb = 0;
+  const int64_t* off = nullptr;      // order 2: MR row offsets
   float* c = nullptr;
   int64_t ldc = 0;
   int64_t N = 0;                     // columns stored: (NV - 1) * L < N <= NV * L
@@ -37,10 +40,12 @@ struct BrgemmCall {
 
 using BrgemmKernel = void (*)(const BrgemmCall&);
 
-// kernel[order][nv - 1][mr - 1]; order 0: csa == 1, 1: rsa == 1. nullptr past the set's table row.
+// kernel[order][nv - 1][mr - 1]; order 0: csa == 1, 1: rsa == 1, 2: row offsets. nullptr past the
+// set's table row.
+enum AOrder { kAlongP = 0, kAlongI = 1, kRowOffsets = 2 };
 struct ConvKernels {
   const ConvBlocking* blocking;
-  BrgemmKernel kernel[2][kConvMaxNV][kConvMaxMR];
+  BrgemmKernel kernel[3][kConvMaxNV][kConvMaxMR];
 };
 
 const ConvKernels& conv_kernels_portable();

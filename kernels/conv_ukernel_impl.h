@@ -10,7 +10,7 @@
 namespace hddp::detail {
 namespace {
 
-template <int MR, int NV, bool ContiguousP>
+template <int MR, int NV, int Order>
 void brgemm(const BrgemmCall& c) {
   using R = typename V::R;
   constexpr int L = V::L;
@@ -25,10 +25,10 @@ void brgemm(const BrgemmCall& c) {
       R bv[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) bv[v] = V::loadu(b + p * c.ldb + v * L);
-      const float* ap = ContiguousP ? a + p : a + p * c.csa;
+      const float* ap = Order == kAlongP ? a + p : a + p * c.csa;
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
-        const R ai = V::bcast(ContiguousP ? ap + i * c.rsa : ap + i);
+        const R ai = V::bcast(Order == kAlongP ? ap + i * c.rsa : Order == kAlongI ? ap + i : ap + c.off[i]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(ai, bv[v], acc[i][v]);
       }
@@ -47,15 +47,15 @@ void brgemm(const BrgemmCall& c) {
     }
 }
 
-template <int NV, bool ContiguousP, int... I>
+template <int NV, int Order, int... I>
 void fill_row(BrgemmKernel* row, int mr_max, std::integer_sequence<int, I...>) {
-  ((row[I] = I < mr_max ? &brgemm<I + 1, NV, ContiguousP> : nullptr), ...);
+  ((row[I] = I < mr_max ? &brgemm<I + 1, NV, Order> : nullptr), ...);
 }
 
-template <bool ContiguousP, int... V_>
+template <int Order, int... V_>
 void fill_order(ConvKernels& k, std::integer_sequence<int, V_...>) {
-  ((V_ < k.blocking->nv ? fill_row<V_ + 1, ContiguousP>(k.kernel[ContiguousP ? 0 : 1][V_], k.blocking->mr[V_],
-                                                          std::make_integer_sequence<int, kConvMaxMR>{})
+  ((V_ < k.blocking->nv ? fill_row<V_ + 1, Order>(k.kernel[Order][V_], k.blocking->mr[V_],
+                                                  std::make_integer_sequence<int, kConvMaxMR>{})
                         : void()),
    ...);
 }
@@ -64,8 +64,9 @@ ConvKernels make_kernels(std::string_view isa) {
   ConvKernels k{};
   for (const ConvBlocking& b : kConvBlocking)
     if (b.isa == isa) k.blocking = &b;
-  fill_order<true>(k, std::make_integer_sequence<int, kConvMaxNV>{});
-  fill_order<false>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  fill_order<kAlongP>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  fill_order<kAlongI>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  fill_order<kRowOffsets>(k, std::make_integer_sequence<int, kConvMaxNV>{});
   return k;
 }
 
