@@ -32,7 +32,7 @@ struct V {
 
 namespace hddp::detail {
 const ConvKernels& conv_kernels_avx2() {
-  static const ConvKernels k = make_kernels("avx2");
+  static const ConvKernels k = make_kernels<row_of("avx2")>();
   return k;
 }
 }  // namespace hddp::detail

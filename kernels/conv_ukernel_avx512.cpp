@@ -33,7 +33,7 @@ struct V {
 
 namespace hddp::detail {
 const ConvKernels& conv_kernels_avx512() {
-  static const ConvKernels k = make_kernels("avx512");
+  static const ConvKernels k = make_kernels<row_of("avx512")>();
   return k;
 }
 }  // namespace hddp::detail

@@ -5,6 +5,8 @@
 // Loops over i and v are unrolled (MR and NV are template arguments), so the accumulators stay in
 // registers over the whole batch of products.
 #include <array>
+#include <iterator>
+#include <string_view>
 #include <utility>
 
 namespace hddp::detail {
@@ -47,26 +49,43 @@ void brgemm(const BrgemmCall& c) {
     }
 }
 
-template <int NV, int Order, int... I>
-void fill_row(BrgemmKernel* row, int mr_max, std::integer_sequence<int, I...>) {
-  ((row[I] = I < mr_max ? &brgemm<I + 1, NV, Order> : nullptr), ...);
+// The kernels of one row of kConvBlocking, Row its index: only the (MR, NV) pairs the row has are
+// compiled (every MR up to its largest: rows split into tiles of nearly equal size).
+template <bool On, int MR, int NV, int Order>
+constexpr BrgemmKernel pick() {
+  if constexpr (On) return &brgemm<MR, NV, Order>;
+  else return nullptr;
 }
 
-template <int Order, int... V_>
+template <int Row, int NV, int Order, int... I>
+void fill_row(BrgemmKernel* row, std::integer_sequence<int, I...>) {
+  ((row[I] = pick<(I + 1 <= kConvBlocking[Row].mr[NV - 1]), I + 1, NV, Order>()), ...);
+}
+
+template <int Row, int NV, int Order>
+void fill_nv(BrgemmKernel* row) {
+  if constexpr (NV <= kConvBlocking[Row].nv) fill_row<Row, NV, Order>(row, std::make_integer_sequence<int, kConvMaxMR>{});
+}
+
+template <int Row, int Order, int... V_>
 void fill_order(ConvKernels& k, std::integer_sequence<int, V_...>) {
-  ((V_ < k.blocking->nv ? fill_row<V_ + 1, Order>(k.kernel[Order][V_], k.blocking->mr[V_],
-                                                  std::make_integer_sequence<int, kConvMaxMR>{})
-                        : void()),
-   ...);
+  (fill_nv<Row, V_ + 1, Order>(k.kernel[Order][V_]), ...);
 }
 
-ConvKernels make_kernels(std::string_view isa) {
+constexpr int row_of(std::string_view isa) {
+  for (int i = 0; i < int(std::size(kConvBlocking)); ++i)
+    if (kConvBlocking[i].isa == isa) return i;
+  return -1;
+}
+
+template <int Row>
+ConvKernels make_kernels() {
+  static_assert(Row >= 0, "no row of kConvBlocking for this instruction set");
   ConvKernels k{};
-  for (const ConvBlocking& b : kConvBlocking)
-    if (b.isa == isa) k.blocking = &b;
-  fill_order<kAlongP>(k, std::make_integer_sequence<int, kConvMaxNV>{});
-  fill_order<kAlongI>(k, std::make_integer_sequence<int, kConvMaxNV>{});
-  fill_order<kRowOffsets>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  k.blocking = &kConvBlocking[Row];
+  fill_order<Row, kAlongP>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  fill_order<Row, kAlongI>(k, std::make_integer_sequence<int, kConvMaxNV>{});
+  fill_order<Row, kRowOffsets>(k, std::make_integer_sequence<int, kConvMaxNV>{});
   return k;
 }
 

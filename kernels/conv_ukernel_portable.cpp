@@ -51,7 +51,7 @@ struct V {
 
 namespace hddp::detail {
 const ConvKernels& conv_kernels_portable() {
-  static const ConvKernels k = make_kernels("portable");
+  static const ConvKernels k = make_kernels<row_of("portable")>();
   return k;
 }
 }  // namespace hddp::detail
