@@ -51,6 +51,14 @@ struct ParamSpec {
   std::vector<int64_t> shape = {};
 };
 
+// How a model's products run (Sequential::set_precision): Float, or Bf16 as PyTorch's CPU autocast
+// does it: the Linear layers' products read their inputs and weights rounded to bf16 and sum in
+// float (kernels/gemm_bf16.h); activations, losses, reductions, the optimizer and the master
+// weights stay float. Only float models compute in bf16 (a double model ignores it).
+enum class Precision { Float, Bf16 };
+Precision parse_precision(const std::string& name);  // "float" or "bf16"; throws std::invalid_argument
+const char* to_string(Precision p);
+
 // What one forward call sees. x: batch x numel(input shape); y: batch x numel(output shape)
 // (y == x for an in-place layer); params[k]: parameter k of parameters(); saved: saved_size()
 // values kept for this layer's backward; scratch: scratch_size() values, free for any use
@@ -58,6 +66,7 @@ struct ParamSpec {
 template <class T>
 struct Forward {
   int64_t batch = 0;
+  bool bf16 = false;  // products in bf16 (Precision::Bf16)
   const T* x = nullptr;
   T* y = nullptr;
   const T* const* params = nullptr;
@@ -77,6 +86,7 @@ struct Forward {
 template <class T>
 struct Backward {
   int64_t batch = 0;
+  bool bf16 = false;  // products in bf16 (Precision::Bf16)
   const T* x = nullptr;
   const T* y = nullptr;
   const T* dy = nullptr;

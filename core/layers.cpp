@@ -8,23 +8,43 @@
 #include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/gemm.h>
+#include <hddp/kernels/gemm_bf16.h>
 
 namespace hddp {
 
+Precision parse_precision(const std::string& name) {
+  if (name == "float") return Precision::Float;
+  if (name == "bf16") return Precision::Bf16;
+  HDDP_CHECK_ARG(false, "unknown precision '" << name << "': expected float or bf16");
+}
+
+const char* to_string(Precision p) { return p == Precision::Bf16 ? "bf16" : "float"; }
+
+namespace {
+// C = op(A) op(B) + beta C: gemm, or gemm_bf16 for a float product in Precision::Bf16.
 template <class T>
-void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* b, T* Y) {
+void product(Precision p, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+             int64_t ldb, T beta, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (p == Precision::Bf16) return gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+}
+}  // namespace
+
+template <class T>
+void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* b, T* Y, Precision p) {
   HDDP_CHECK_ARG(B >= 0 && in > 0 && out > 0,
                  "linear_forward: need B >= 0, in > 0, out > 0; got B=" << B << " in=" << in << " out=" << out);
   HDDP_CHECK_ARG(X && W && Y, "linear_forward: X, W and Y must not be null");
   if (B == 0) return;
   // Y(B x out) = X(B x in) · W^T, W stored out x in.
-  gemm(Trans::No, Trans::Yes, B, out, in, T(1), X, in, W, in, T(0), Y, out);
+  product(p, Trans::No, Trans::Yes, B, out, in, X, in, W, in, T(0), Y, out);
   if (b) add_bias_rows(B, out, b, Y, out);
 }
 
 template <class T>
 void linear_backward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* dY,
-                     T* dX, T* dW, T* db, bool accumulate) {
+                     T* dX, T* dW, T* db, bool accumulate, Precision p) {
   HDDP_CHECK_ARG(B >= 0 && in > 0 && out > 0,
                  "linear_backward: need B >= 0, in > 0, out > 0; got B=" << B << " in=" << in << " out=" << out);
   HDDP_CHECK_ARG(X && W && dY && dW, "linear_backward: X, W, dY and dW must not be null");
@@ -36,9 +56,9 @@ void linear_backward(int64_t B, int64_t in, int64_t out, const T* X, const T* W,
     return;
   }
   // dX(B x in) = dY(B x out) · W(out x in)
-  if (dX) gemm(Trans::No, Trans::No, B, in, out, T(1), dY, out, W, in, T(0), dX, in);
+  if (dX) product(p, Trans::No, Trans::No, B, in, out, dY, out, W, in, T(0), dX, in);
   // dW(out x in) += dY^T(out x B) · X(B x in)
-  gemm(Trans::Yes, Trans::No, out, in, B, T(1), dY, out, X, in, accumulate ? T(1) : T(0), dW, in);
+  product(p, Trans::Yes, Trans::No, out, in, B, dY, out, X, in, accumulate ? T(1) : T(0), dW, in);
   if (db) col_sums(B, out, dY, out, db, accumulate);
 }
 
@@ -96,9 +116,9 @@ void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* 
 }
 
 #define HDDP_INSTANTIATE_LAYERS(T)                                                                  \
-  template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);    \
+  template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, Precision); \
   template void linear_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, T*, \
-                                   T*, bool);                                                             \
+                                   T*, bool, Precision);                                                  \
   template T mse_forward<T>(int64_t, const T*, const T*);                                          \
   template void mse_backward<T>(int64_t, const T*, const T*, T*);                                  \
   template double softmax_xent_forward<T>(int64_t, int64_t, const T*, const int32_t*, T*);         \
@@ -149,13 +169,14 @@ void Linear<T>::reset_parameters(Rng& rng, T* const* params) const {
 
 template <class T>
 void Linear<T>::forward(const Forward<T>& f) const {
-  linear_forward(f.batch, in_, out_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y);
+  linear_forward(f.batch, in_, out_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
+                 f.bf16 ? Precision::Bf16 : Precision::Float);
 }
 
 template <class T>
 void Linear<T>::backward(const Backward<T>& b) const {
   linear_backward(b.batch, in_, out_, b.x, b.params[0], b.dy, b.dx, b.grads[0], bias_ ? b.grads[1] : nullptr,
-                  b.accumulate);
+                  b.accumulate, b.bf16 ? Precision::Bf16 : Precision::Float);
 }
 
 template class Linear<float>;

@@ -26,8 +26,10 @@ namespace hddp {
 
 // Linear (PyTorch nn.Linear): Y(B x out) = X(B x in) · W(out x in)^T + b(out).
 // b may be nullptr (no bias). Throws std::invalid_argument on negative sizes or null buffers.
+// Precision::Bf16 (float only): the products read X, W (and dY) rounded to bf16, sums in float.
 template <class T>
-void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* b, T* Y);
+void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* b, T* Y,
+                    Precision p = Precision::Float);
 
 // Backward of linear_forward, given dY(B x out) = dLoss/dY:
 //   dX(B x in)   = dY · W          (overwritten; dX == nullptr skips it, e.g. for the first layer)
@@ -37,7 +39,7 @@ void linear_forward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, 
 // zero_grad, without reading or clearing the old values first.
 template <class T>
 void linear_backward(int64_t B, int64_t in, int64_t out, const T* X, const T* W, const T* dY,
-                     T* dX, T* dW, T* db, bool accumulate = true);
+                     T* dX, T* dW, T* db, bool accumulate = true, Precision p = Precision::Float);
 
 // MSE loss with mean reduction (PyTorch nn.MSELoss()): sum((Y - target)^2) / n over the n
 // values of Y. Accumulated in double, returned as T.

@@ -208,6 +208,7 @@ const T* Sequential<T>::forward(std::span<const T> X, int64_t batch) {
   std::memcpy(w, X.data(), sizeof(T) * X.size());
   Forward<T> f;
   f.batch = batch, f.scratch = w + scratch_off_, f.training = training_;
+  f.bf16 = std::is_same_v<T, float> && precision_ == Precision::Bf16;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.absorbed) continue;  // the layer before applied it
@@ -252,6 +253,7 @@ void Sequential<T>::run_backward(const T* dY) {
   // hook that reads grads() sees this backward's values, never a late zeroing.
   Backward<T> b;
   b.batch = batch_, b.accumulate = !zero_pending_, b.scratch = w + scratch_off_;
+  b.bf16 = std::is_same_v<T, float> && precision_ == Precision::Bf16;
   zero_pending_ = false;
   const T* d = dY;  // dLoss/d(output of layer i)
   int64_t ready = arena_.size();

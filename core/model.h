@@ -89,6 +89,9 @@ class Sequential final : public Module<T> {
   // Backward from a given dLoss/dOutput (batch x out_features), for other losses.
   void backward_from(const T* dY);
 
+  // Float (the default) or Bf16 products (layer.h, Precision); takes effect at the next forward.
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
   // Training (the default) or evaluation: Dropout is on only in training.
   void set_training(bool on) { training_ = on; }
   bool training() const { return training_; }
@@ -160,6 +163,7 @@ class Sequential final : public Module<T> {
   ParamArena<T> arena_;
   int64_t max_batch_ = 0, batch_ = 0;
   bool training_ = true;
+  Precision precision_ = Precision::Float;
   uint64_t seed_ = 0;
   mutable bool zero_pending_ = false;  // zero_grad() called; the next backward overwrites
   // work_: activations (the input copy first), each layer's saved values, one scratch area

@@ -6,11 +6,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cerrno>
 
 #include <hddp/kernels/check.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace hddp::detail {
@@ -18,6 +23,8 @@ namespace {
 
 struct Features {
   bool avx2_fma = false, avx512 = false;
+  bool avx512_bf16 = false;  // vdpbf16ps, vcvtne2ps2bf16
+  bool amx_bf16 = false;     // AMX-TILE + AMX-BF16 with tile state in XCR0 (the OS still has to grant it)
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -40,6 +47,9 @@ Features detect() {
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
   f.avx2_fma = ymm_state && fma && (b & bit_AVX2);
   f.avx512 = f.avx2_fma && zmm_state && (b & bit_AVX512F);
+  const bool tile_state = (xcr0 & 0x60000) == 0x60000;  // XTILECFG (17) + XTILEDATA (18)
+  f.amx_bf16 = f.avx512 && tile_state && (d & (1u << 22)) && (d & (1u << 24));
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = f.avx512 && (a & (1u << 5));
   return f;
 }
 #else
@@ -92,6 +102,24 @@ std::string cpu_model_key() {
 
 bool cpu_has_avx2_fma() { return features().avx2_fma; }
 bool cpu_has_avx512() { return features().avx512; }
+bool cpu_has_avx512_bf16() { return features().avx512_bf16; }
+bool cpu_has_amx_bf16() { return features().amx_bf16; }
+
+std::string amx_permission_error() {
+  static const std::string why = []() -> std::string {
+    if (!cpu_has_amx_bf16()) return "this CPU (or OS) lacks AMX-BF16 with tile state enabled";
+#if defined(__linux__) && defined(__x86_64__)
+    // Linux gives a process the AMX tile data state only on request (kernel 5.16+).
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return "";
+    return std::string("Linux refused AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM: ") + std::strerror(errno) +
+           "; a kernel of 5.16 or later grants it)";
+#else
+    return "AMX needs Linux's arch_prctl permission on x86-64";
+#endif
+  }();
+  return why;
+}
 
 std::string isa_unsupported_reason(const std::string& name, const char* env_var) {
   if (name == "portable") return "";

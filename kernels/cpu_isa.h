@@ -10,6 +10,11 @@ namespace hddp::detail {
 // CPUID, and XGETBV for the OS saving the registers.
 bool cpu_has_avx2_fma();
 bool cpu_has_avx512();
+bool cpu_has_avx512_bf16();  // AVX512_BF16 (and AVX-512F)
+bool cpu_has_amx_bf16();     // AMX-TILE + AMX-BF16, tile state enabled in XCR0
+// Asks Linux once per process for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM);
+// "" when granted, else why not. No tile instruction may run before it returned "".
+std::string amx_permission_error();
 
 // This CPU's model as tuned choices are keyed by (gemm_config.h): vendor, family and model as
 // Linux shows them (display family/model) and the brand string, e.g.

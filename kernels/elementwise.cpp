@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <hddp/kernels/bf16.h>
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/elementwise_isa.h>
 
@@ -137,6 +138,19 @@ void scaled_diff(int64_t n, T s, const T* a, const T* b, T* out) {
 template <class T>
 void axpy(int64_t n, T a, const T* x, T* y) {
   for_range(n, n, [&](int64_t lo, int64_t hi) { L<T>().axpy(hi - lo, a, x + lo, y + lo); });
+}
+
+void to_bf16(int64_t n, const float* x, bf16* y) {
+  const auto& k = detail::cpu_elementwise().bf16;
+  for_range(n, n, [&](int64_t lo, int64_t hi) { k.to_bf16(hi - lo, x + lo, reinterpret_cast<uint16_t*>(y) + lo); });
+}
+void to_float(int64_t n, const bf16* x, float* y) {
+  const auto& k = detail::cpu_elementwise().bf16;
+  for_range(n, n, [&](int64_t lo, int64_t hi) { k.to_float(hi - lo, reinterpret_cast<const uint16_t*>(x) + lo, y + lo); });
+}
+void round_bf16(int64_t n, const float* x, float* y) {
+  const auto& k = detail::cpu_elementwise().bf16;
+  for_range(n, n, [&](int64_t lo, int64_t hi) { k.round(hi - lo, x + lo, y + lo); });
 }
 
 template <class T>

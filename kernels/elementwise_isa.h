@@ -57,10 +57,18 @@ struct EltLoops {
 
 inline constexpr int64_t kColBlock = 64;  // columns per col_sums call (an accumulator row on the stack)
 
+// bf16 conversions (bf16.h), as raw 16-bit patterns.
+struct Bf16Loops {
+  void (*to_bf16)(int64_t n, const float* x, uint16_t* y);
+  void (*to_float)(int64_t n, const uint16_t* x, float* y);
+  void (*round)(int64_t n, const float* x, float* y);
+};
+
 struct EltKernels {
   const char* name;
   EltLoops<float> s;
   EltLoops<double> d;
+  Bf16Loops bf16;
 };
 
 const EltKernels& portable_elementwise();

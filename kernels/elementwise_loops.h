@@ -312,7 +312,44 @@ EltLoops<T> make_loops() {
           adam_loop<T>, adamw_loop<T>, sgd_loop<T>};
 }
 
-EltKernels make_elt_kernels(const char* name) { return {name, make_loops<float>(), make_loops<double>()}; }
+// float -> bf16 bits, round to nearest even, NaN kept quiet (bf16.h): integer operations with
+// selects, no branch, so the loop vectorises at the set's width.
+inline uint32_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t q = (u >> 16) | 0x40u;
+  return (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+}
+
+void to_bf16_loop(int64_t n, const float* __restrict x, uint16_t* __restrict y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = uint16_t(bf16_bits(x[i]));
+}
+
+void from_bf16_loop(int64_t n, const uint16_t* __restrict x, float* __restrict y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = uint32_t(x[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    y[i] = f;
+  }
+}
+
+void round_bf16_loop(int64_t n, const float* x, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = bf16_bits(x[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    y[i] = f;
+  }
+}
+
+EltKernels make_elt_kernels(const char* name) {
+  return {name, make_loops<float>(), make_loops<double>(), {to_bf16_loop, from_bf16_loop, round_bf16_loop}};
+}
 
 }  // namespace
 }  // namespace hddp::detail

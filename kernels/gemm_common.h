@@ -11,9 +11,10 @@
 namespace hddp::detail {
 
 // Returns true when the call is complete (M or N is 0, or alpha == 0 or K == 0).
-template <class T>
-bool gemm_prologue(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                   int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+// S: the inputs' type (T, or bf16 for gemm_bf16).
+template <class T, class S>
+bool gemm_prologue(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const S* A,
+                   int64_t lda, const S* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   HDDP_CHECK_ARG(M >= 0, "gemm: M must be >= 0, got " << M);
   HDDP_CHECK_ARG(N >= 0, "gemm: N must be >= 0, got " << N);
   HDDP_CHECK_ARG(K >= 0, "gemm: K must be >= 0, got " << K);
