@@ -16,6 +16,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -26,6 +27,8 @@
 #include "gemm_anchors.h"
 #include <hddp/kernels/gemm.h>
 #include <hddp/kernels/gemm_backends.h>
+#include <hddp/kernels/gemm_bf16.h>
+#include <hddp/kernels/gemm_bf16_ukernel.h>
 #include <hddp/kernels/gemm_config.h>
 #include <hddp/kernels/gemm_ukernel.h>
 #include "peak.h"
@@ -118,6 +121,69 @@ void register_all(const char* prec, const std::vector<hddp::bench::Anchor>& anch
           std::string("/") + c.name);
 }
 
+// bf16 products (kernels/gemm_bf16.h), float inputs rounded as they are packed (what a layer in
+// Precision::Bf16 runs): "gemm/hddp-bf16/h/..." on the set chosen for this CPU, and one row per
+// set this CPU runs ("hddp-avx512bf16", "hddp-amx"), beside the float rows of the same shapes.
+// Checked against the naive twin (sums in another order: a relative 1e-5 of K) before timing.
+using Bf16Fn = void (*)(Trans, Trans, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                        float, float*, int64_t);
+
+void run_bf16(benchmark::State& state, Bf16Fn fn, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K) {
+  std::vector<float> A(M * K), B(K * N), C(M * N), want(M * N);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (auto& x : A) x = d(rng);
+  for (auto& x : B) x = d(rng);
+  const int64_t lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
+  fn(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+  if (M * N * K <= int64_t(256) * 1024 * 1024) {
+    hddp::detail::gemm_bf16_naive(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, want.data(), N);
+    for (int64_t i = 0; i < M * N; ++i)
+      if (std::fabs(C[i] - want[i]) > 1e-5 * double(K)) {
+        state.SkipWithError(("wrong results at " + std::to_string(i)).c_str());
+        return;
+      }
+  }
+  for (auto _ : state) {
+    fn(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  const double gflop = 2.0 * M * N * K * 1e-9;
+  state.counters["GFLOPS"] = benchmark::Counter(gflop, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = omp_get_max_threads();
+}
+
+template <const hddp::detail::Bf16Kernels& (*Set)()>
+void bf16_on(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+             const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  hddp::detail::gemm_bf16_with(Set(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void register_bf16() {
+  std::vector<std::pair<std::string, Bf16Fn>> sets{{"hddp-bf16", &hddp::gemm_bf16}};
+  if (hddp::gemm_bf16_unsupported_reason("avx512bf16").empty())
+    sets.push_back({"hddp-avx512bf16", &bf16_on<hddp::detail::avx512bf16_kernels>});
+  if (hddp::gemm_bf16_unsupported_reason("amx").empty()) sets.push_back({"hddp-amx", &bf16_on<hddp::detail::amx_kernels>});
+  auto add = [&](const std::string& tname, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const std::string& suffix) {
+    for (auto& [sname, fn] : sets) {
+      const std::string name = "gemm/" + sname + "/h/" + tname + "/" + std::to_string(M) + "x" + std::to_string(N) +
+                               "x" + std::to_string(K) + suffix;
+      benchmark::RegisterBenchmark(name.c_str(), [=, fn = fn](benchmark::State& st) { run_bf16(st, fn, ta, tb, M, N, K); })
+          ->UseRealTime();
+    }
+  };
+  const Shape shapes[] = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}, {256, 1024, 1024}};
+  for (const Shape& s : shapes) {
+    add("NN", Trans::No, Trans::No, s.M, s.N, s.K, "");
+    add("NT", Trans::No, Trans::Yes, s.M, s.N, s.K, "");
+    add("TN", Trans::Yes, Trans::No, s.M, s.N, s.K, "");
+  }
+  for (const hddp::bench::CnnProduct& c : kCnnProducts)
+    add(std::string(c.ta == Trans::No ? "N" : "T") + (c.tb == Trans::No ? "N" : "T"), c.ta, c.tb, c.M, c.N, c.K,
+        std::string("/") + c.name);
+}
+
 // The FMA peak as a benchmark of its own, "peak/<s|d>": repetitions interleave with the GEMMs',
 // so a machine whose speed drifts (a VM) gives each GEMM a peak measured in the same minutes.
 void run_peak(benchmark::State& state, bool dbl) {
@@ -139,6 +205,7 @@ int main(int argc, char** argv) {
   const std::vector<hddp::bench::Anchor> anchors = hddp::bench::gemm_anchors(absent);
   register_all<float>("s", anchors);
   register_all<double>("d", anchors);
+  register_bf16();
   benchmark::RegisterBenchmark("peak/s", [](benchmark::State& st) { run_peak(st, false); })->UseRealTime();
   benchmark::RegisterBenchmark("peak/d", [](benchmark::State& st) { run_peak(st, true); })->UseRealTime();
   benchmark::Initialize(&argc, argv);
@@ -153,6 +220,7 @@ int main(int argc, char** argv) {
                 g_peak[0], g_peak[1], threads);
   benchmark::AddCustomContext("fma_peak", peak);
   benchmark::AddCustomContext("hddp_kernel", hddp::gemm_kernel_name());
+  benchmark::AddCustomContext("hddp_bf16_kernel", hddp::gemm_bf16_kernel_name());
   benchmark::AddCustomContext("hddp_config", hddp::gemm_config_description());
   const hddp::detail::Kernels& k = hddp::detail::cpu_kernels();
   benchmark::AddCustomContext("hddp_classes",

@@ -81,27 +81,48 @@ inline float bf16_value(uint16_t h) {
   return x;
 }
 
-// The packers, written once; each set's file instantiates them with its flags.
+// The packers, written once; each set's file instantiates them with its flags. Written for the
+// vectoriser: conversions over contiguous runs, 32-bit words (a k pair) stored whole.
+inline uint32_t bf16_pair(uint16_t lo, uint16_t hi) { return uint32_t(lo) | uint32_t(hi) << 16; }
+
 template <class S>
 void pack_pairs(const S* X, int64_t rs, int64_t cs, int64_t w, int64_t W, int64_t kc, int64_t kpad, uint16_t* dst) {
-  for (int64_t p = 0; p < kpad / 2; ++p) {
-    uint16_t* d = dst + p * W * 2;
-    for (int e = 0; e < 2; ++e) {
-      const int64_t k = 2 * p + e;
-      if (k >= kc) {
-        for (int64_t i = 0; i < W; ++i) d[2 * i + e] = 0;
-        continue;
-      }
-      const S* x = X + k * cs;
-      if (rs == 1) {
+  uint32_t* d = reinterpret_cast<uint32_t*>(dst);  // d[p*W + i]: line i's k pair p
+  const int64_t full = kc / 2, np = kpad / 2;
+  if (cs == 1 && rs != 1) {  // each line contiguous in k: convert a line, then spread its pairs
+    uint16_t line[2 * 512 + 2];
+    for (int64_t i0 = 0; i0 < w; ++i0) {
+      const S* x = X + i0 * rs;
+      for (int64_t k0 = 0; k0 < kc; k0 += 1024) {
+        const int64_t n = std::min<int64_t>(1024, kc - k0);
 #pragma omp simd
-        for (int64_t i = 0; i < w; ++i) d[2 * i + e] = bf16_bits_of(x[i]);
-      } else {
-        for (int64_t i = 0; i < w; ++i) d[2 * i + e] = bf16_bits_of(x[i * rs]);
+        for (int64_t t = 0; t < n; ++t) line[t] = bf16_bits_of(x[k0 + t]);
+        line[n] = 0;
+        for (int64_t q = 0; q < (n + 1) / 2; ++q) std::memcpy(d + (k0 / 2 + q) * W + i0, line + 2 * q, 4);
       }
-      for (int64_t i = w; i < W; ++i) d[2 * i + e] = 0;
+      for (int64_t p = (kc + 1) / 2; p < np; ++p) d[p * W + i0] = 0;
+    }
+  } else {  // k rows of the panel's lines: two rows interleaved into words
+    for (int64_t p = 0; p < np; ++p) {
+      uint32_t* dp = d + p * W;
+      const S* x0 = X + 2 * p * cs;
+      const S* x1 = x0 + cs;
+      if (p < full) {
+        if (rs == 1) {
+#pragma omp simd
+          for (int64_t i = 0; i < w; ++i) dp[i] = bf16_pair(bf16_bits_of(x0[i]), bf16_bits_of(x1[i]));
+        } else {
+          for (int64_t i = 0; i < w; ++i) dp[i] = bf16_pair(bf16_bits_of(x0[i * rs]), bf16_bits_of(x1[i * rs]));
+        }
+      } else if (2 * p < kc) {  // k odd: the last pair's second half is zero
+        for (int64_t i = 0; i < w; ++i) dp[i] = bf16_bits_of(x0[i * rs]);
+      } else {
+        for (int64_t i = 0; i < w; ++i) dp[i] = 0;
+      }
     }
   }
+  for (int64_t p = 0; p < np; ++p)
+    for (int64_t i = w; i < W; ++i) d[p * W + i] = 0;
 }
 
 template <class S>
