@@ -15,6 +15,7 @@
 
 #include <hddp/core/util.h>
 #include <hddp/distributed/mpi_env.h>
+#include <hddp/kernels/bf16.h>
 #include <hddp/kernels/elementwise.h>
 #include <hddp/kernels/progress.h>
 
@@ -70,6 +71,20 @@ void mean_of_two(void* in, void* inout, int* len, MPI_Datatype*) {
 MPI_Op make_reduction_op(int ranks) {
   MPI_Op op = MPI_SUM;
   if (ranks == 2) HDDP_MPI(MPI_Op_create(&mean_of_two, /*commute=*/1, &op));
+  return op;
+}
+
+// --grad-dtype bf16: the sum of two bf16 buffers, added in float and rounded once per add
+// (Open MPI has no bf16 type: a user-defined op over 2-byte elements).
+static void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const bf16* a = static_cast<const bf16*>(in);
+  bf16* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = to_bf16(to_float(a[i]) + to_float(b[i]));
+}
+
+static MPI_Op make_bf16_sum_op() {
+  MPI_Op op = MPI_SUM;
+  HDDP_MPI(MPI_Op_create(&bf16_sum, /*commute=*/1, &op));
   return op;
 }
 
@@ -188,6 +203,11 @@ Reducer::Reducer(MPI_Comm comm, float* grads, int64_t n, const std::vector<Param
   buckets_ = assign_buckets(layout, sizeof(float), opt_.bucket_cap_bytes, opt_.first_bucket_cap_bytes);
   flight_.assign(buckets_.size(), InFlight{});
   stats_.bytes_per_step = n_ * int64_t(sizeof(float));
+  if (opt_.bf16_wire && size_ > 1) {  // each bucket travels as bf16, summed by bf16_sum
+    wire_.resize(size_t(n_));
+    wire_op_ = make_bf16_sum_op();
+    stats_.bytes_per_step = n_ * int64_t(sizeof(bf16));
+  }
 
   const bool nonblocking = overlaps(opt_.mode) || watched();
   if (nonblocking && opt_.nbc_iallreduce_algorithm >= 0 && size_ > 1) {
@@ -202,6 +222,7 @@ Reducer::Reducer(MPI_Comm comm, float* grads, int64_t n, const std::vector<Param
 Reducer::~Reducer() {
   engine_.reset();  // joins the progress thread before anything it reads goes
   free_reduction_op(op_);
+  free_reduction_op(wire_op_);
 }
 
 void Reducer::begin_step() {
@@ -237,8 +258,14 @@ void Reducer::launch(size_t b) {
   flight_[b].launched = now;
   HDDP_CHECK(bk.size() <= INT32_MAX, "bucket " << b << " holds more than 2^31 elements; lower the bucket cap");
   if (nbc_) nbc_->set(opt_.nbc_iallreduce_algorithm);  // libnbc reads it when a call starts
-  HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, op_, comm_,
-                          &flight_[b].request));
+  if (!wire_.empty()) {
+    to_bf16(bk.size(), grads_ + bk.begin, wire_.data() + bk.begin);
+    HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, wire_.data() + bk.begin, static_cast<int>(bk.size()), MPI_UINT16_T, wire_op_,
+                            comm_, &flight_[b].request));
+  } else {
+    HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, op_, comm_,
+                            &flight_[b].request));
+  }
   if (nbc_) nbc_->restore();
 }
 
@@ -269,7 +296,7 @@ void Reducer::test_in_flight() {
 void Reducer::finish_blocking() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket& bk = buckets_[b];
-    if (watched()) {
+    if (watched() || !wire_.empty()) {
       launch(b);
       wait(b);
     } else {
@@ -304,7 +331,8 @@ void Reducer::finish() {
     HDDP_CHECK(step_.active, "Reducer::finish without begin_step()");
     if (engine_) finish_overlapped();
     else finish_blocking(), step_.first_launch = t0;
-    if (size_ > 1 && op_ == MPI_SUM) scale(n_, 1.0f / float(size_), grads_);  // 2 ranks: op_ averaged
+    if (!wire_.empty()) to_float(n_, wire_.data(), grads_);  // the bf16 sums, back into the arena
+    if (size_ > 1 && (op_ == MPI_SUM || !wire_.empty())) scale(n_, 1.0f / float(size_), grads_);  // 2 ranks: op_ averaged
     step_.active = false;
   }
   if (engine_) engine_->end_step();

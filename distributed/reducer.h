@@ -40,6 +40,7 @@
 #include <hddp/core/trace.h>
 #include <hddp/distributed/buckets.h>
 #include <hddp/distributed/watchdog.h>
+#include <hddp/kernels/bf16.h>
 
 namespace hddp {
 
@@ -70,6 +71,11 @@ struct ReducerOptions {
   // (master) thread to one place at start-up, so the progress thread shares its core.
   // spare_progress_cpu() picks the place OpenMP leaves free.
   int progress_cpu = -1;
+  // Gradients on the wire as bf16 (--grad-dtype bf16): each bucket rounded to bf16 (bf16.h) as
+  // it is launched, summed by a user-defined op (each add in float, rounded to bf16; Open MPI has
+  // no bf16 type), converted back and divided by the rank count after the last bucket: half
+  // the bytes of a float allreduce. Off for one rank (nothing travels).
+  bool bf16_wire = false;
   // Waits on the buckets with a deadline (distributed/watchdog.h); must outlive the reducer.
   // Null or disabled: MPI_Wait and, in Blocking mode, MPI_Allreduce. With an enabled watchdog
   // Blocking mode runs each bucket as MPI_Iallreduce (same libnbc algorithm) waited at once.
@@ -161,6 +167,8 @@ class Reducer {
   bool no_sync_ = false;
   ReducerStats stats_;
   MPI_Op op_ = MPI_SUM;                // 2 ranks: an op that averages (see "Averaging" above)
+  std::vector<bf16> wire_;             // bf16_wire: the buckets as sent and summed
+  MPI_Op wire_op_ = MPI_SUM;           // bf16_wire: the bf16 sum
   std::unique_ptr<NbcAlgorithm> nbc_;  // when the reducer sets libnbc's algorithm
   std::mutex mu_;  // guards all of the above during a step in Thread mode, and every MPI call
   std::unique_ptr<Engine> engine_;     // null in Blocking mode; last: destroyed first

@@ -83,6 +83,7 @@ inline ReducerOptions reducer_options(const cli::ParallelOptions& o, Watchdog& w
   r.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb.value_or(*d.bucket_mb) * 1048576.0));
   r.first_bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.first_bucket_mb.value_or(*d.first_bucket_mb) * 1048576.0));
   r.mode = o.mode;
+  r.bf16_wire = o.bf16_grads;
   // Thread mode: on the core OpenMP leaves free, if any (OMP_PLACES=cores OMP_PROC_BIND=close
   // and OMP_NUM_THREADS below the rank's cores); else it shares the master's.
   r.progress_cpu = spare_progress_cpu();

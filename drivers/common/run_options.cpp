@@ -58,6 +58,12 @@ void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs,
   app.add_option("--clip-grad-norm", o.clip_grad_norm, "clip the averaged gradients to this global 2-norm (0: off;\n"
                                                         "PyTorch's clip_grad_norm_ after DDP's allreduce)")
       ->check(number(0, 1e30))->type_name("X")->group(g);
+  app.add_option("--precision", o.precision, "float | bf16: the Linear layers' products read their inputs and\n"
+                                              "weights rounded to bf16 and sum in float (PyTorch's CPU autocast;\n"
+                                              "AMX or AVX512_BF16 where the CPU has them); activations, loss,\n"
+                                              "optimizer and master weights stay float")
+      ->transform(named({Precision::Float, Precision::Bf16}))->default_str(to_string(o.precision))
+      ->type_name("NAME")->group(g);
   app.add_option("--seed", o.seed, "seed of the weights and the samples")->check(integer(0, INT64_MAX))->type_name("N")->group(g);
 }
 
@@ -92,6 +98,10 @@ void add_parallel_options(CLI::App& app, ParallelOptions& o) {
                                          "differently than with --timeout 0")
       ->check(number_where([](double x) { return x == 0 || (x >= 1 && x <= 1e7); }, "0 (off) or in [1, 10000000]"))
       ->type_name("SECONDS")->group(g);
+  app.add_option("--grad-dtype", o.bf16_grads, "float | bf16: gradient buckets travel as bf16 (half the bytes),\n"
+                                                "summed in float by a user-defined MPI op, averaged in float")
+      ->transform(one_of(std::vector<std::pair<std::string, bool>>{{"float", false}, {"bf16", true}}))
+      ->default_str("float")->type_name("NAME")->group(g);
 }
 
 void add_checkpoint_options(CLI::App& app, CheckpointOptions& o, const std::string& contents) {
@@ -166,6 +176,7 @@ std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
   if (o.decay() != 0) id["weight_decay"] = exact(o.decay());
   if (o.lr_schedule != "constant" || o.warmup > 0) id["lr_schedule"] = o.lr_schedule + ", warmup " + std::to_string(o.warmup);
   if (o.clip_grad_norm > 0) id["clip_grad_norm"] = exact(o.clip_grad_norm);
+  if (o.precision != Precision::Float) id["precision"] = to_string(o.precision);
   return id;
 }
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include <hddp/core/layer.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/schedule.h>
 #include <hddp/distributed/reducer.h>
@@ -35,6 +36,7 @@ struct TrainingOptions {
   int64_t warmup = 0;       // steps of linear warmup before the schedule
   double clip_grad_norm = 0;  // 0: off
   uint64_t seed = 0;
+  Precision precision = Precision::Float;  // --precision: the Linear products in bf16
   double decay() const { return weight_decay.value_or(optimizer == OptimizerKind::AdamW ? 1e-2 : 0.0); }
 };
 
@@ -43,6 +45,7 @@ struct ParallelOptions {
   std::optional<double> bucket_mb = 25, first_bucket_mb = 1;  // MiB; none: "auto"
   ReduceMode mode = ReduceMode::Test;
   double timeout = 300;     // the stall watchdog's seconds; 0: off
+  bool bf16_grads = false;  // --grad-dtype bf16: buckets sent as bf16
 };
 
 struct CheckpointOptions {

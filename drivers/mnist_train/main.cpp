@@ -262,6 +262,7 @@ int run(Env& env, const Options& o) {
                                 hddp::user_message(e.what()));
   }
   hddp::Sequential<float>& model = *net;
+  model.set_precision(o.precision);
   const std::unique_ptr<hddp::Optimizer<float>> opt = hddp::cli::make_optimizer(o, model.num_params());
   const hddp::DistributedSampler sampler(train.count, o.seed, rank, size);
   const int64_t steps_per_epoch = sampler.steps(o.batch_size), total_steps = o.epochs * steps_per_epoch;
@@ -441,7 +442,9 @@ int run(Env& env, const Options& o) {
                   {"train_s", elapsed}, {"epoch_s", elapsed / double(o.epochs)},
                   {"step_s", elapsed / double(total_steps)}, {"steps", total_steps}, {"test_accuracy", last.accuracy},
                   {"target_accuracy", o.target}, {"target_epoch", reached >= 0 ? reached + 1 : int64_t(-1)},
-                  {"target_train_s", reached >= 0 ? metrics.at(size_t(reached), "elapsed_train_s") : -1.0}});
+                  {"target_train_s", reached >= 0 ? metrics.at(size_t(reached), "elapsed_train_s") : -1.0},
+                  {"precision", hddp::to_string(o.precision)}, {"grad_dtype", o.bf16_grads ? "bf16" : "float"},
+                  {"allreduce_bytes_per_step", ddp.reducer().stats().bytes_per_step}});
     stats->close();
   }
   if (!o.export_path.empty()) {

@@ -159,6 +159,7 @@ int run(Env& env, const Options& o) {
   const Scalers scale = fit_scalers(o.function);
   hddp::Rng init(o.seed, 0);
   hddp::Sequential<float> model(build_layers(o.hidden), std::max<int64_t>(o.batch_size, 256), init);
+  model.set_precision(o.precision);
   const std::unique_ptr<hddp::Optimizer<float>> opt = hddp::cli::make_optimizer(o, model.num_params());
   std::optional<hddp::LrSchedule> schedule;  // every step's learning rate, from the optimizer's step count
   try {
