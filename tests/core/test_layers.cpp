@@ -13,12 +13,77 @@
 #include "tests/common/gradcheck.h"
 #include "tests/common/testing.h"
 #include <hddp/core/rng.h>
+#include <hddp/kernels/bf16.h>
 #include <hddp/kernels/check.h>
 
 using namespace hddp;
 using namespace hddp::testing_util;
 
 namespace {
+
+// Precision::Bf16: the float products of the bf16-rounded operands, summed in float (any order:
+// a tolerance of a few float roundings of the sums), forward and both gradients.
+TEST(Linear, Bf16IsTheFloatProductOfRoundedOperands) {
+  const int64_t B = 9, in = 37, out = 11;
+  std::vector<float> X(B * in), W(out * in), b(out), dY(B * out);
+  Rng rng(8, 0);
+  for (auto* v : {&X, &W, &b, &dY})
+    for (float& x : *v) x = rng.uniform<float>(-1, 1);
+  auto rounded = [](std::vector<float> v) {
+    round_bf16(int64_t(v.size()), v.data(), v.data());
+    return v;
+  };
+  const std::vector<float> Xr = rounded(X), Wr = rounded(W), dYr = rounded(dY);
+  std::vector<float> Y(B * out), Yr(B * out), Yf(B * out);
+  linear_forward<float>(B, in, out, X.data(), W.data(), b.data(), Y.data(), Precision::Bf16);
+  linear_forward<float>(B, in, out, Xr.data(), Wr.data(), b.data(), Yr.data());
+  linear_forward<float>(B, in, out, X.data(), W.data(), b.data(), Yf.data());
+  int differ = 0;
+  for (int64_t i = 0; i < B * out; ++i) {
+    EXPECT_NEAR(Y[i], Yr[i], 1e-5 * in) << i;
+    differ += Y[i] != Yf[i];
+  }
+  EXPECT_GT(differ, 0) << "the bf16 product equals the float one everywhere: nothing was rounded";
+  std::vector<float> dX(B * in), dW(out * in), db(out), dXr(B * in), dWr(out * in), dbr(out);
+  linear_backward<float>(B, in, out, X.data(), W.data(), dY.data(), dX.data(), dW.data(), db.data(), false,
+                         Precision::Bf16);
+  linear_backward<float>(B, in, out, Xr.data(), Wr.data(), dYr.data(), dXr.data(), dWr.data(), dbr.data(), false);
+  for (int64_t i = 0; i < B * in; ++i) EXPECT_NEAR(dX[i], dXr[i], 1e-5 * out) << i;
+  for (int64_t i = 0; i < out * in; ++i) EXPECT_NEAR(dW[i], dWr[i], 1e-5 * B) << i;
+  // The bias gradient sums dY in float, as autocast's reductions do.
+  std::vector<float> dbf(out);
+  linear_backward<float>(B, in, out, X.data(), W.data(), dY.data(), nullptr, dW.data(), dbf.data(), false);
+  for (int64_t i = 0; i < out; ++i) EXPECT_EQ(db[i], dbf[i]) << i;
+}
+
+TEST(Sequential, PrecisionBf16RunsTheProductsInBf16) {
+  EXPECT_EQ(parse_precision("bf16"), Precision::Bf16);
+  EXPECT_EQ(parse_precision("float"), Precision::Float);
+  EXPECT_THROW(parse_precision("fp8"), std::invalid_argument);
+  Rng rng(3, 0);
+  Sequential<float> m({Linear(4, 32), ReLU(), Linear(32, 3)}, 16, rng);
+  std::vector<float> X(16 * 4), T(16 * 3);
+  for (float& x : X) x = rng.uniform<float>(-1, 1);
+  for (float& x : T) x = rng.uniform<float>(-1, 1);
+  auto run = [&](Precision p) {
+    m.set_precision(p);
+    m.zero_grad();
+    m.forward(X, 16);
+    std::vector<float> out(m.output(), m.output() + 16 * 3);
+    m.backward(T.data());
+    out.insert(out.end(), m.grads(), m.grads() + m.num_params());
+    return out;
+  };
+  const std::vector<float> f = run(Precision::Float), h = run(Precision::Bf16);
+  EXPECT_EQ(m.precision(), Precision::Bf16);
+  int differ = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    EXPECT_NEAR(h[i], f[i], 0.02 * (1 + std::fabs(f[i]))) << i;  // bf16 keeps 8 bits
+    differ += h[i] != f[i];
+  }
+  EXPECT_GT(differ, 0);
+  EXPECT_EQ(run(Precision::Float), f) << "back to float: the float bits again";
+}
 
 TEST(Linear, ForwardMatchesLoops) {
   for (bool bias : {true, false}) {
