@@ -16,6 +16,8 @@
 #   the layouts LAYOUTS="1x1 2x1 1x2" (ranks x threads, placed by scripts/placement.sh); writes
 #   mnist_cnn_vs_pytorch.{csv,md} (bench/mnist/cnn_table.py: times the median over the rounds,
 #   accuracy the mean over them, i.e. over seeds 1..REPS); LAYOUTS_CNN overrides the layouts.
+#   PRECISION=bf16: mnist_train --precision bf16 against PyTorch under torch.autocast(bf16);
+#   files named ..._bf16.{csv,md}.
 #
 # Installs what is missing (PyTorch, the data set) and builds first; PyTorch's OpenBLAS runs the
 # fastest correct kernel for this CPU (bench/step/openblas_core.py; TORCH_OPENBLAS_CORETYPE
@@ -37,6 +39,8 @@ OUT="${1:-$HDDP_ROOT/bench/results/$CPU_SLUG}"
 mkdir -p "$OUT"
 name=mnist_vs_pytorch
 [ "$MODEL" = cnn ] && name=mnist_cnn_vs_pytorch
+PRECISION="${PRECISION:-float}"
+case "$PRECISION" in float) ;; bf16) name="${name}_bf16" ;; *) echo "PRECISION=$PRECISION: expected float or bf16" >&2; exit 2 ;; esac
 CSV="$OUT/$name.csv" MD="$OUT/$name.md"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
@@ -65,7 +69,7 @@ for rep in $(seq "$REPS"); do
     mkdir -p "$d"
     echo "hddp, $p rank(s) x $t thread(s), round $rep/$REPS" >&2
     t0=$(date +%s.%N)
-    timeout 3600 "${launch[@]}" /usr/bin/time -f 'RSS_KB %M' "$BIN" --model "$MODEL" --seed "$rep" \
+    timeout 3600 "${launch[@]}" /usr/bin/time -f 'RSS_KB %M' "$BIN" --model "$MODEL" --seed "$rep" --precision "$PRECISION" \
       --data "$DATA" --epochs "$EPOCHS" --batch-size "$BATCH" --hidden "$WIDTH,$WIDTH" --out "$d" --no-plot \
       --stats-json "$d/stats.json" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
     run_s=$(since "$t0")
@@ -84,6 +88,7 @@ EOF
     [ -n "$TORCH_OPENBLAS_CORETYPE" ] && core=(-x "OPENBLAS_CORETYPE=$TORCH_OPENBLAS_CORETYPE")
     t0=$(date +%s.%N)
     HDDP_TORCH_PORT=$((29700 + RANDOM % 200)) timeout 3600 "${launch[@]}" -x HDDP_TORCH_PORT "${core[@]}" \
+      -x HDDP_TORCH_AUTOCAST="$([ "$PRECISION" = bf16 ] && echo bf16)" \
       /usr/bin/time -f 'RSS_KB %M' "$PY" "$HDDP_ROOT/bench/mnist/mnist_pytorch.py" \
       "$DATA" "$EPOCHS" "$BATCH" "$WIDTH" "$MODEL" "$rep" >"$d/log" 2>&1 || { tail -5 "$d/log" >&2; exit 1; }
     run_s=$(since "$t0")
@@ -98,6 +103,7 @@ EOF
   done
 done
 
+[ "$PRECISION" = bf16 ] && note="hddp --precision bf16 (gemm_bf16 set: $(grep -ho '"bf16_kernel":"[a-z0-9-]*"' "$WORK"/hddp-*/stats.json | sort -u | tr '\n' ' ')) against PyTorch under torch.autocast(bf16); $note"
 if [ "$MODEL" = cnn ]; then
   "$PY" "$HDDP_ROOT/bench/mnist/cnn_table.py" "$CSV" "$CPU_MODEL ($CPU_FM)" "$note" "$EPOCHS" "$BATCH" "$REPS" >"$MD"
   cat "$MD"

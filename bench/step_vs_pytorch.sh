@@ -10,6 +10,8 @@
 #   bash bench/step_vs_pytorch.sh [OUTDIR]     (default bench/results/<cpu>/)
 #   env: WIDTHS="256 1024 4096", LAYOUTS="1x1 2x1 1x2", BATCH=256, REPS=3, HDDP_BUILD_DIR
 #        STEPS_<W>=N steps per run for width W (defaults: 300, 300, 30)
+#        PRECISION=bf16: hddp's --precision bf16 against PyTorch's bf16 autocast (files
+#        step_vs_pytorch_bf16.*); default float
 #
 # Installs what is missing (PyTorch included) and builds first. Writes OUTDIR/step_vs_pytorch.csv
 # (every run) and OUTDIR/step_vs_pytorch.md (the table and the goals, met or short, with the CPU;
@@ -25,7 +27,9 @@ steps_for() { local v="STEPS_$1"; [ -n "${!v:-}" ] && { echo "${!v}"; return; };
 hddp_cpu_info
 OUT="${1:-$HDDP_ROOT/bench/results/$CPU_SLUG}"
 mkdir -p "$OUT"
-CSV="$OUT/step_vs_pytorch.csv" MD="$OUT/step_vs_pytorch.md"
+PRECISION="${PRECISION:-float}"
+case "$PRECISION" in float) SUFFIX="" ;; bf16) SUFFIX="_bf16" ;; *) echo "PRECISION=$PRECISION: expected float or bf16" >&2; exit 2 ;; esac
+CSV="$OUT/step_vs_pytorch$SUFFIX.csv" MD="$OUT/step_vs_pytorch$SUFFIX.md"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -59,7 +63,7 @@ run_hddp() {  # W P T STEPS REP
   local d="$WORK/hddp-$1-$2-$3-$5"
   mkdir -p "$d"
   OMP_NUM_THREADS=$3 timeout 900 $(mpirun_for "$2" "$3") "$BIN" --hidden "$1,$1" --batch-size "$BATCH" \
-    --epochs "$4" --log-every "$4" --no-plot --out "$d" --stats-json "$d/stats.json" >"$d/log" 2>&1 ||
+    --precision "$PRECISION" --epochs "$4" --log-every "$4" --no-plot --out "$d" --stats-json "$d/stats.json" >"$d/log" 2>&1 ||
     { echo "poly_train failed (W=$1 P=$2 T=$3):" >&2; tail -5 "$d/log" >&2; exit 1; }
   "$PY" - "$d/stats.json" <<'EOF'
 import json, sys
@@ -76,7 +80,7 @@ run_torch() {  # W P T STEPS REP
   local core=()
   [ -n "$TORCH_OPENBLAS_CORETYPE" ] && core=(-x "OPENBLAS_CORETYPE=$TORCH_OPENBLAS_CORETYPE")
   OMP_NUM_THREADS=$3 HDDP_TORCH_PORT=$((29600 + RANDOM % 300)) timeout 900 $(mpirun_for "$2" "$3") \
-    -x HDDP_TORCH_PORT "${core[@]}" "$PY" "$HDDP_ROOT/bench/step/step_pytorch.py" "$1" "$BATCH" "$4" >"$d/log" 2>&1 ||
+    -x HDDP_TORCH_PORT -x HDDP_TORCH_AUTOCAST="$([ "$PRECISION" = bf16 ] && echo bf16)" "${core[@]}" "$PY" "$HDDP_ROOT/bench/step/step_pytorch.py" "$1" "$BATCH" "$4" >"$d/log" 2>&1 ||
     { echo "step_pytorch.py failed (W=$1 P=$2 T=$3):" >&2; tail -5 "$d/log" >&2; exit 1; }
   line="$(grep '^{' "$d/log" | tail -1)"
   echo "$(json_field "$line" '["step_s"]'),,,,$4"
@@ -103,6 +107,8 @@ for w in $WIDTHS; do
   done
 done
 
-"$PY" "$HDDP_ROOT/bench/step/step_table.py" "$CSV" "$CPU_MODEL ($CPU_FM)" "$BATCH" "$REPS" "$torch_core_note" >"$MD"
+[ "$PRECISION" = bf16 ] &&
+  torch_core_note="hddp --precision bf16 against PyTorch under torch.autocast(bf16) (the GEMM limit stays the float one); $torch_core_note"
+"$PY" "$HDDP_ROOT/bench/step/step_table.py" "$CSV" "$CPU_MODEL ($CPU_FM)" "$BATCH" "$REPS" "$torch_core_note" "$PRECISION" >"$MD"
 cat "$MD"
 echo "raw: $CSV"

@@ -43,6 +43,9 @@ def main():
     width = int(sys.argv[4]) if len(sys.argv) > 4 else 256
     kind = sys.argv[5] if len(sys.argv) > 5 else "mlp"
     seed = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+    # HDDP_TORCH_AUTOCAST=bf16: the training step under torch.autocast("cpu", bfloat16) (float
+    # master weights, bf16 products), as mnist_train --precision bf16.
+    autocast = os.environ.get("HDDP_TORCH_AUTOCAST", "") == "bf16"
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -81,7 +84,8 @@ def main():
         t0 = time.perf_counter()
         for xb, yb in loader:
             opt.zero_grad()
-            loss = loss_fn(ddp(prep(xb)), yb)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = loss_fn(ddp(prep(xb)).float(), yb)
             loss.backward()
             opt.step()
         train_s = time.perf_counter() - t0

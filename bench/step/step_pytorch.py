@@ -5,6 +5,8 @@ MSE, a fresh batch of B uniform samples per rank per step (x in [-3, 10] scaled 
 tutorial's f scaled likewise), the same steps as hddp's run. Launched by mpiexec (rank and size
 from Open MPI's environment); threads from OMP_NUM_THREADS. Rank 0 prints one JSON line:
 seconds per step over the timed steps (after WARMUP untimed ones), threads, ranks.
+With HDDP_TORCH_AUTOCAST=bf16 the forward and the loss run under torch.autocast("cpu",
+dtype=torch.bfloat16) (float master weights, bf16 products), as hddp's --precision bf16.
 Usage: mpiexec -n P python3 bench/step/step_pytorch.py W BATCH STEPS [WARMUP]
 """
 import json
@@ -35,6 +37,7 @@ def main():
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     loss_fn = nn.MSELoss()
     gen = torch.Generator().manual_seed(1 + rank)
+    autocast = os.environ.get("HDDP_TORCH_AUTOCAST", "") == "bf16"
 
     def f(x):
         return (x**3 + (x - 10) ** 4) / (x - 20) ** 2
@@ -46,7 +49,8 @@ def main():
         xt = (x + 3.0) / 13.0 * 2.0 - 1.0
         yt = (f(x) - fmin) / (fmax - fmin) * 2.0 - 1.0
         opt.zero_grad()
-        loss = loss_fn(ddp(xt), yt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(ddp(xt).float(), yt)
         loss.backward()
         opt.step()
         return loss

@@ -38,6 +38,7 @@
 #include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
 #include <hddp/distributed/watchdog.h>
+#include <hddp/kernels/gemm_bf16.h>
 #include <hddp/train/exit_code.h>
 #include <hddp/train/line_log.h>
 #include <hddp/train/metrics.h>
@@ -443,7 +444,7 @@ int run(Env& env, const Options& o) {
                   {"step_s", elapsed / double(total_steps)}, {"steps", total_steps}, {"test_accuracy", last.accuracy},
                   {"target_accuracy", o.target}, {"target_epoch", reached >= 0 ? reached + 1 : int64_t(-1)},
                   {"target_train_s", reached >= 0 ? metrics.at(size_t(reached), "elapsed_train_s") : -1.0},
-                  {"precision", hddp::to_string(o.precision)}, {"grad_dtype", o.bf16_grads ? "bf16" : "float"},
+                  {"precision", hddp::to_string(o.precision)}, {"bf16_kernel", hddp::gemm_bf16_kernel_name()}, {"grad_dtype", o.bf16_grads ? "bf16" : "float"},
                   {"allreduce_bytes_per_step", ddp.reducer().stats().bytes_per_step}});
     stats->close();
   }
