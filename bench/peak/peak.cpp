@@ -6,29 +6,56 @@
 #include <algorithm>
 #include <chrono>
 
-#include <hddp/kernels/gemm_ukernel.h>
+#include <hddp/kernels/cpu_isa.h>
 
 namespace hddp::bench {
 namespace {
 
 int64_t run_loop(Isa isa, bool dbl, int64_t iters) {
-  return isa == Isa::Avx512 ? detail::fma_loop_avx512(dbl, iters) : detail::fma_loop_avx2(dbl, iters);
+  switch (isa) {
+    case Isa::Avx512: return detail::fma_loop_avx512(dbl, iters);
+    case Isa::Avx512Bf16: return detail::bf16_loop_avx512(iters);
+    case Isa::AmxBf16: return detail::bf16_loop_amx(iters);
+    case Isa::Avx2: break;
+  }
+  return detail::fma_loop_avx2(dbl, iters);
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
-const char* to_string(Isa isa) { return isa == Isa::Avx512 ? "avx512" : "avx2"; }
-
-bool isa_supported(Isa isa) {
-  return isa == Isa::Avx512 ? hddp::detail::cpu_has_avx512() : hddp::detail::cpu_has_avx2_fma();
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx512Bf16: return "avx512bf16";
+    case Isa::AmxBf16: return "amx-bf16";
+    case Isa::Avx2: break;
+  }
+  return "avx2";
 }
+
+bool is_bf16(Isa isa) { return isa == Isa::Avx512Bf16 || isa == Isa::AmxBf16; }
+
+std::string isa_unsupported_reason(Isa isa) {
+  switch (isa) {
+    case Isa::Avx2: return hddp::detail::cpu_has_avx2_fma() ? "" : "not supported by this CPU";
+    case Isa::Avx512: return hddp::detail::cpu_has_avx512() ? "" : "not supported by this CPU";
+    case Isa::Avx512Bf16: return hddp::detail::cpu_has_avx512_bf16() ? "" : "not supported by this CPU";
+    case Isa::AmxBf16: break;
+  }
+  if (!hddp::detail::cpu_has_amx_bf16()) return "not supported by this CPU (or its OS: no tile state in XCR0)";
+  // No tile instruction before Linux granted the tile state.
+  const std::string why = hddp::detail::amx_permission_error();
+  return why.empty() ? "" : "not supported: " + why;
+}
+
+bool isa_supported(Isa isa) { return isa_unsupported_reason(isa).empty(); }
 
 Isa widest_isa() { return isa_supported(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2; }
 
 double fma_peak_gflops(Isa isa, bool dbl, int threads, double seconds) {
-  if (!isa_supported(isa)) return 0;
+  if (!isa_supported(isa) || (dbl && is_bf16(isa))) return 0;
   // Calibrate on one thread: iterations for about `seconds`, after a warm-up that lets the
   // core reach its vector clock.
   int64_t iters = 1 << 16;
