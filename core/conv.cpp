@@ -488,7 +488,7 @@ void Conv2d<T>::forward(const Forward<T>& f) const {
     if (direct())
       return conv_direct_forward(shape(f.batch), in_layout_, out_layout_, f.x, f.params[0],
                                  bias_ ? f.params[1] : nullptr, relu_, f.y, f.scratch, pool_,
-                                 reinterpret_cast<uint8_t*>(f.saved));
+                                 reinterpret_cast<uint8_t*>(f.saved), f.bf16);
   }
   conv2d_forward(f.batch, in_, H_, W_, out_, k_, stride_, pad_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
                  f.scratch);
@@ -500,7 +500,7 @@ void Conv2d<T>::backward(const Backward<T>& b) const {
     if (direct())
       return conv_direct_backward(shape(b.batch), in_layout_, out_layout_, b.x, b.params[0], b.dy, relu_ ? b.y : nullptr, b.dx,
                                   b.grads[0], bias_ ? b.grads[1] : nullptr, b.accumulate, b.scratch, pool_,
-                                  reinterpret_cast<const uint8_t*>(b.saved));
+                                  reinterpret_cast<const uint8_t*>(b.saved), b.bf16);
   }
   conv2d_backward(b.batch, in_, H_, W_, out_, k_, stride_, pad_, b.x, b.params[0], b.dy, b.dx, b.grads[0],
                   bias_ ? b.grads[1] : nullptr, b.scratch, b.accumulate);

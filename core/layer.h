@@ -52,9 +52,11 @@ struct ParamSpec {
 };
 
 // How a model's products run (Sequential::set_precision): Float, or Bf16 as PyTorch's CPU autocast
-// does it: the Linear layers' products read their inputs and weights rounded to bf16 and sum in
-// float (kernels/gemm_bf16.h); activations, losses, reductions, the optimizer and the master
-// weights stay float. Only float models compute in bf16 (a double model ignores it).
+// does it: the products of Linear (kernels/gemm_bf16.h) and of Conv2d at stride 1 (the direct
+// convolution, kernels/conv.h) read their operands rounded to bf16 and sum in float, on AMX or
+// AVX512_BF16 where the CPU has them; activations, losses, reductions, the optimizer and the
+// master weights stay float. Only float models compute in bf16 (a double model ignores it;
+// Conv2d at other strides stays float).
 enum class Precision { Float, Bf16 };
 Precision parse_precision(const std::string& name);  // "float" or "bf16"; throws std::invalid_argument
 const char* to_string(Precision p);

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include <hddp/kernels/bf16.h>
 #include <hddp/kernels/check.h>
 #include <hddp/kernels/conv_ukernel.h>
 #include <hddp/kernels/cpu_isa.h>
@@ -90,6 +91,21 @@ int64_t xp_size(const ConvShape& s) { return s.B * (s.H + 2 * s.pad) * (s.W + 2 
 inline float* xp_row(float* xp, const ConvShape& s, int64_t b, int64_t ih) {
   return xp + ((b * (s.H + 2 * s.pad) + ih + s.pad) * (s.W + 2 * s.pad)) * s.C;
 }
+int64_t dyp_size(const ConvShape& s, int64_t Np) { return s.B * s.OH() * (s.OW() + 2 * (s.k - 1 - s.pad)) * Np; }
+// The float scratch of each pass; the bf16 copies follow it (bf16_area).
+int64_t forward_floats(const ConvShape& s, int64_t Np) {
+  return xp_size(s) + s.k * s.k * s.C * Np + Np + s.B * s.OH() * s.OW() * s.Cout;
+}
+int64_t backward_floats(const ConvShape& s, int64_t Np, int64_t Cp) {
+  const int64_t chunks = std::min(s.B, detail::kConvWeightChunks);
+  return xp_size(s) + dyp_size(s, Np) + s.k * s.k * Np * Cp + chunks * (s.k * s.k * s.C * Np + Np) +
+         s.B * s.H * s.W * s.C;
+}
+uint16_t* bf16_area(const ConvShape& s, float* scratch) {
+  const int64_t Np = round_up(s.Cout, detail::conv_kernels().blocking->L);
+  return reinterpret_cast<uint16_t*>(scratch + forward_floats(s, Np));
+}
+
 void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp) {
   const int64_t Wp = s.W + 2 * s.pad, C = s.C;
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * s.H * Wp * C > kParallelMin)
@@ -135,6 +151,67 @@ __attribute__((noinline)) void add_rows(int64_t count, int64_t n, const float* _
                                         float* __restrict out) {
   for (int64_t r = 0; r < count; ++r)
     for (int64_t i = 0; i < n; ++i) out[i] += rows[r * n + i];
+}
+
+// bf16 products (conv.h): the bf16 micro-kernels where the chosen set is avx512 and the CPU has
+// AVX512_BF16, else nullptr (the float kernels then read operands rounded to bf16 in place).
+const detail::ConvKernels16* bf16_kernels() {
+  static const detail::ConvKernels16* k = detail::conv_kernels().blocking->isa == "avx512" &&
+                                                  detail::cpu_has_avx512_bf16()
+                                              ? &detail::conv_kernels_avx512bf16()
+                                              : nullptr;
+  return k;
+}
+
+// wh[(r / 2) * 2 cols + 2 c + r % 2] = bf16(w[r * cols + c]) for an even number of rows: each
+// pair of k rows interleaved, the B layout of the bf16 micro-kernel.
+void to_pairs(int64_t rows, int64_t cols, const float* w, uint16_t* wh) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) wh[(r / 2) * 2 * cols + 2 * c + r % 2] = to_bf16(w[r * cols + c]).bits;
+}
+
+// The bf16 operands of a pass: A's rows at the same offsets in xh as in the float xf, B's rows
+// (ldb floats each; every product starts at an even row) paired in wh.
+struct Bf16Operands {
+  const float* xf = nullptr;
+  const uint16_t* xh = nullptr;
+  const float* wf = nullptr;
+  const uint16_t* wh = nullptr;
+  int64_t ldb = 0;
+};
+
+// One float call run as its bf16 twin.
+void run_bf16(const detail::ConvKernels16& k16, const BrgemmCall& c, const Bf16Operands& o, int nvb, int64_t m) {
+  constexpr int kMax = 16;
+  const uint16_t* a[kMax];
+  const uint16_t* b[kMax];
+  int64_t kk[kMax];
+  for (int64_t t = 0; t < c.n; ++t) {
+    const int64_t off = c.b[t] - o.wf, row = off / o.ldb, col = off % o.ldb;
+    a[t] = o.xh + (c.a[t] - o.xf);
+    b[t] = o.wh + (row / 2) * 2 * o.ldb + 2 * col;
+    kk[t] = c.k[t] / 2;
+  }
+  const detail::BrgemmCall16 h{c.n, a, b, kk, c.rsa, 2 * o.ldb, c.c, c.ldc, c.N, c.accumulate, c.bias, c.relu};
+  k16.kernel[nvb - 1][m - 1](h);
+}
+
+// Prepares a pass's products in bf16: with the bf16 kernels and an even K per product, the bf16
+// copy of A (n values of xf into xh) and B paired (rows x ldb of wf into wh), returning the
+// kernels; else rounds both in place for the float kernels and returns nullptr.
+const detail::ConvKernels16* prepare_bf16(int64_t n, float* xf, uint16_t* xh, int64_t rows, int64_t ldb, float* wf,
+                                          uint16_t* wh, int64_t K, Bf16Operands& o) {
+  const detail::ConvKernels16* k16 = bf16_kernels();
+  if (k16 && K % 2 == 0 && rows % 2 == 0) {
+    to_bf16(n, xf, reinterpret_cast<bf16*>(xh));
+    to_pairs(rows, ldb, wf, wh);
+    o = {xf, xh, wf, wh, ldb};
+    return k16;
+  }
+  round_bf16(n, xf, xf);
+  round_bf16(rows * ldb, wf, wf);
+  return nullptr;
 }
 
 // Kernel rows of one output row (forward) or input row (input gradient) that fall inside the
@@ -192,7 +269,7 @@ void reblock_forward(const ConvShape& s, int64_t Np, const float* Wt, const floa
 // pool convolution rows into a buffer of this thread (L1-sized: pool x OW x NV*L floats), then
 // their windows' maxima and positions to Y and argmax.
 void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const float* Wt, const float* b, bool relu,
-                    float* Y, float* scratch, int64_t pool, uint8_t* argmax) {
+                    float* Y, float* scratch, int64_t pool, uint8_t* argmax, bool bf16) {
   const ConvKernels& kern = detail::conv_kernels();
   const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), OW = s.OW();
   const int64_t C = s.C, k = s.k, Cout = s.Cout, PH = s.OH() / pool, PW = OW / pool;
@@ -201,6 +278,11 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
   float* bp = wr + k * k * C * Np;
   pad_input(s, in, X, xp);
   reblock_forward(s, Np, Wt, b, wr, bp);
+  Bf16Operands h;
+  const detail::ConvKernels16* k16 =
+      bf16 ? prepare_bf16(xp_size(s), xp, bf16_area(s, scratch), k * k * C, Np, wr,
+                          bf16_area(s, scratch) + xp_size(s) + 2, k * C, h)
+           : nullptr;
   const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
   const int64_t ldc = t.nv * L;
 #pragma omp parallel if (s.B * s.OH() * OW * Cout * k * k * C > kParallelMin)
@@ -234,7 +316,8 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
               for (int64_t i = 0; i < n; ++i) at_[i] = a[i] + ow0 * C;
               call.a = at_;
               call.c = rows.data() + (r * OW + ow0) * ldc;
-              kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
+              if (k16) run_bf16(*k16, call, h, nvb, m);
+              else kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
             }
           }
           for (int64_t pw = 0; pw < PW; ++pw) {
@@ -261,22 +344,23 @@ std::string conv_kernel_name() { return std::string(detail::conv_kernels().block
 
 int64_t conv_direct_forward_scratch(const ConvShape& s) {
   const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L);
-  return xp_size(s) + s.k * s.k * s.C * Np + Np + s.B * s.OH() * s.OW() * s.Cout;
+  // The float regions, then the bf16 copies of the padded input and the weights (bf16_area).
+  return forward_floats(s, Np) + (xp_size(s) + 2 + s.k * s.k * s.C * Np + 1) / 2 + 1;
 }
 
 int64_t conv_direct_backward_scratch(const ConvShape& s) {
   const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L), Cp = round_up(s.C, L);
-  const int64_t q = s.k - 1 - s.pad, chunks = std::min(s.B, detail::kConvWeightChunks);
-  return xp_size(s) + s.B * s.OH() * (s.OW() + 2 * q) * Np + s.k * s.k * Np * Cp +
-         chunks * (s.k * s.k * s.C * Np + Np) + s.B * s.H * s.W * s.C;
+  // The float regions, then the bf16 copies of the padded dY and the reversed weights.
+  return backward_floats(s, Np, Cp) + (dyp_size(s, Np) + 2 + s.k * s.k * Np * Cp + 1) / 2 + 1;
 }
 
 void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
-                         const float* b, bool relu, float* Y, float* scratch, int64_t pool, uint8_t* argmax) {
+                         const float* b, bool relu, float* Y, float* scratch, int64_t pool, uint8_t* argmax,
+                         bool bf16) {
   check_shape("conv_direct_forward", s);
   HDDP_CHECK_ARG(X && Wt && Y && scratch, "conv_direct_forward: X, Wt, Y and scratch must not be null");
   check_pool("conv_direct_forward", s, out, pool, argmax);
-  if (pool > 0) return forward_pooled(s, in, X, Wt, b, relu, Y, scratch, pool, argmax);
+  if (pool > 0) return forward_pooled(s, in, X, Wt, b, relu, Y, scratch, pool, argmax, bf16);
   const ConvKernels& kern = detail::conv_kernels();
   const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), OH = s.OH(), OW = s.OW();
   const int64_t C = s.C, k = s.k, Cout = s.Cout;
@@ -286,6 +370,11 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
   float* yt = bp + Np;  // the NHWC output when Y is NCHW
   pad_input(s, in, X, xp);
   reblock_forward(s, Np, Wt, b, wr, bp);
+  Bf16Operands h;
+  const detail::ConvKernels16* k16 =
+      bf16 ? prepare_bf16(xp_size(s), xp, bf16_area(s, scratch), k * k * C, Np, wr,
+                          bf16_area(s, scratch) + xp_size(s) + 2, k * C, h)
+           : nullptr;
   float* yo = out == ImageLayout::NHWC ? Y : yt;
   const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
   // Loop 3: images, loop 2: output rows, loop 1: channel blocks; then the row's tiles.
@@ -314,7 +403,8 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
           for (int64_t i = 0; i < n; ++i) at[i] = a[i] + ow0 * C;
           call.a = at;
           call.c = yo + ((bi * OH + oh) * OW + ow0) * Cout + co0;
-          kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
+          if (k16) run_bf16(*k16, call, h, nvb, m);
+          else kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
         }
       }
   if (out == ImageLayout::NCHW) to_nchw(s.B, OH * OW, Cout, yt, Y);
@@ -322,7 +412,7 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
 
 void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
                           const float* dY, const float* y, float* dX, float* dW, float* db, bool accumulate,
-                          float* scratch, int64_t pool, const uint8_t* argmax) {
+                          float* scratch, int64_t pool, const uint8_t* argmax, bool bf16) {
   check_shape("conv_direct_backward", s);
   HDDP_CHECK_ARG(X && Wt && dY && dW && scratch, "conv_direct_backward: X, Wt, dY, dW and scratch must not be null");
   check_pool("conv_direct_backward", s, out, pool, argmax);
@@ -391,6 +481,12 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
       }
     }
 
+  // bf16: every product reads bf16-rounded operands; the weight gradient's are rounded in place
+  // (its sums stay float), the input gradient's as bf16 copies where the bf16 kernels run.
+  uint16_t* h16 = reinterpret_cast<uint16_t*>(scratch + backward_floats(s, Np, Cp));
+  if (bf16) round_bf16(xp_size(s), xp, xp);
+  if (bf16 && !dX) round_bf16(dyp_size(s, Np), dyp, dyp);
+
   if (dX) {
     for (int64_t ki = 0; ki < k; ++ki)
       for (int64_t kj = 0; kj < k; ++kj)  // kj here is kj' = k - 1 - kj of the forward
@@ -399,6 +495,11 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
           for (int64_t ci = 0; ci < Cp; ++ci)
             r[ci] = co < Cout && ci < C ? Wt[((co * C + ci) * k + ki) * k + (k - 1 - kj)] : 0.0f;
         }
+    Bf16Operands h;
+    const detail::ConvKernels16* k16 =
+        bf16 ? prepare_bf16(dyp_size(s, Np), dyp, h16, k * k * Np, Cp, wd, h16 + dyp_size(s, Np) + 2, k * Np, h)
+             : nullptr;
+    if (k16) round_bf16(dyp_size(s, Np), dyp, dyp);  // the weight gradient's B, as the bf16 copy holds it
     float* dxo = in == ImageLayout::NHWC ? dX : dxt;
     const TileChoice t = choose_tile(Wd, C, *kern.blocking);
 #pragma omp parallel for collapse(3) schedule(static) if (s.B * H * Wd * C * k * k * Cout > kParallelMin)
@@ -430,7 +531,8 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
               for (int64_t i = 0; i < m; ++i) std::fill(call.c + i * C, call.c + i * C + N, 0.0f);
               continue;
             }
-            kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
+            if (k16) run_bf16(*k16, call, h, nvb, m);
+            else kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
           }
         }
     if (in == ImageLayout::NCHW) to_nchw(s.B, H * Wd, C, dxt, dX);

@@ -20,6 +20,13 @@
 // parallel region each; tiles and chunks depend on the shapes alone, so every result is bitwise
 // the same for any OpenMP thread count. The micro-kernel set follows HDDP_CONV_KERNEL (avx512,
 // avx2, portable) where set, else the widest the CPU has (kernels/cpu_isa.h).
+//
+// bf16 = true runs the products as PyTorch's CPU autocast does: every product reads its operands
+// rounded to bf16 (bf16.h) and sums in float; the output, the gradients and the bias stay float.
+// With the avx512 set on a CPU with AVX512_BF16 the forward and the input gradient run a bf16
+// micro-kernel (vdpbf16ps over bf16 copies of the padded input or dY and the weights in pairs of
+// k rows; K = k*C must be even, else the float kernels on the rounded operands); the weight
+// gradient runs the float kernels on rounded operands.
 #include <cstdint>
 #include <string>
 
@@ -49,7 +56,7 @@ int64_t conv_direct_backward_scratch(const ConvShape& s);
 // convolution's own output is never written.
 void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
                          const float* b, bool relu, float* Y, float* scratch, int64_t pool = 0,
-                         uint8_t* argmax = nullptr);
+                         uint8_t* argmax = nullptr, bool bf16 = false);
 
 // Backward given dY (layout `out`): where y is not null (the forward's output, ReLU fused), dY
 // counts only where y > 0.
@@ -60,7 +67,7 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
 // names (and only where y > 0 when y is given).
 void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
                           const float* dY, const float* y, float* dX, float* dW, float* db, bool accumulate,
-                          float* scratch, int64_t pool = 0, const uint8_t* argmax = nullptr);
+                          float* scratch, int64_t pool = 0, const uint8_t* argmax = nullptr, bool bf16 = false);
 
 // The micro-kernel set the direct convolution uses ("avx512", "avx2", "portable").
 std::string conv_kernel_name();

@@ -48,6 +48,31 @@ struct ConvKernels {
   BrgemmKernel kernel[3][kConvMaxNV][kConvMaxMR];
 };
 
+// The bf16 twin (AVX512_BF16, conv_ukernel_avx512bf16.cpp): the same tile and store, A and B as
+// bf16 over k pairs. A_t(i, pair q) = the two values at a[t] + i * rsa + 2q (the order kAlongP
+// only: the forward and the input gradient); B_t's pair row q at b[t] + q * ldb holds NV*L
+// columns as (k = 2q, k = 2q + 1) pairs, 2 * NV*L values; k[t] counts pairs.
+struct BrgemmCall16 {
+  int64_t n = 0;
+  const uint16_t* const* a = nullptr;
+  const uint16_t* const* b = nullptr;
+  const int64_t* k = nullptr;  // pairs per product
+  int64_t rsa = 0, ldb = 0;    // in bf16 values
+  float* c = nullptr;
+  int64_t ldc = 0;
+  int64_t N = 0;
+  bool accumulate = false;
+  const float* bias = nullptr;
+  bool relu = false;
+};
+using BrgemmKernel16 = void (*)(const BrgemmCall16&);
+// kernel[nv - 1][mr - 1], with the blocking of the avx512 row of kConvBlocking.
+struct ConvKernels16 {
+  const ConvBlocking* blocking;
+  BrgemmKernel16 kernel[kConvMaxNV][kConvMaxMR];
+};
+const ConvKernels16& conv_kernels_avx512bf16();  // call only where cpu_has_avx512_bf16()
+
 const ConvKernels& conv_kernels_portable();
 const ConvKernels& conv_kernels_avx2();
 const ConvKernels& conv_kernels_avx512();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <hddp/kernels/bf16.h>
 #include <hddp/kernels/conv.h>
 #include <hddp/kernels/cpu_isa.h>
 
@@ -49,14 +50,21 @@ struct Case {
   ConvShape s;
   bool bias, relu, accumulate;
   ImageLayout layout;
+  bool bf16 = false;  // products in bf16: checked against the naive twin on rounded operands
 };
+
+std::vector<float> rounded(std::vector<float> v) {
+  round_bf16(int64_t(v.size()), v.data(), v.data());
+  return v;
+}
 
 std::string describe(const Case& c) {
   const ConvShape& s = c.s;
   return "B=" + std::to_string(s.B) + " C=" + std::to_string(s.C) + " H=" + std::to_string(s.H) + " W=" +
          std::to_string(s.W) + " Cout=" + std::to_string(s.Cout) + " k=" + std::to_string(s.k) + " pad=" +
          std::to_string(s.pad) + (c.bias ? " bias" : "") + (c.relu ? " relu" : "") +
-         (c.accumulate ? " accumulate" : "") + (c.layout == ImageLayout::NCHW ? " nchw" : " nhwc");
+         (c.accumulate ? " accumulate" : "") + (c.layout == ImageLayout::NCHW ? " nchw" : " nhwc") +
+         (c.bf16 ? " bf16" : "");
 }
 
 void check_case(const Case& c) {
@@ -65,13 +73,14 @@ void check_case(const Case& c) {
   const int64_t nx = s.B * s.H * s.W * s.C, ny = s.B * s.OH() * s.OW() * s.Cout, nw = s.Cout * s.C * s.k * s.k;
   const auto X = randv(nx, 1), Wt = randv(nw, 2), b = randv(s.Cout, 3), dY = randv(ny, 4);
   const float* bias = c.bias ? b.data() : nullptr;
-  // Naive, NHWC.
+  // Naive, NHWC; in bf16 on the rounded operands (the sums and the bias stay float).
+  const auto Xr = c.bf16 ? rounded(X) : X, Wr = c.bf16 ? rounded(Wt) : Wt, dYr = c.bf16 ? rounded(dY) : dY;
   std::vector<float> y_ref(size_t(std::max<int64_t>(ny, 1)));
-  conv_naive_forward(s, X.data(), Wt.data(), bias, c.relu, y_ref.data());
+  conv_naive_forward(s, Xr.data(), Wr.data(), bias, c.relu, y_ref.data());
   auto dW_ref = randv(nw, 5), db_ref = randv(s.Cout, 6);
   auto dW = dW_ref, db = db_ref;
   std::vector<float> dX_ref(size_t(std::max<int64_t>(nx, 1)));
-  conv_naive_backward(s, X.data(), Wt.data(), dY.data(), c.relu ? y_ref.data() : nullptr, dX_ref.data(),
+  conv_naive_backward(s, Xr.data(), Wr.data(), dYr.data(), c.relu ? y_ref.data() : nullptr, dX_ref.data(),
                       dW_ref.data(), bias ? db_ref.data() : nullptr, c.accumulate);
   // Direct, in the case's layout.
   const bool nchw = c.layout == ImageLayout::NCHW;
@@ -80,11 +89,13 @@ void check_case(const Case& c) {
   std::vector<float> scratch(size_t(std::max(conv_direct_forward_scratch(s), conv_direct_backward_scratch(s))) + 1,
                              NAN);
   std::vector<float> y(size_t(std::max<int64_t>(ny, 1)), NAN), dX(size_t(std::max<int64_t>(nx, 1)), NAN);
-  conv_direct_forward(s, c.layout, c.layout, Xl.data(), Wt.data(), bias, c.relu, y.data(), scratch.data());
+  conv_direct_forward(s, c.layout, c.layout, Xl.data(), Wt.data(), bias, c.relu, y.data(), scratch.data(), 0, nullptr,
+                      c.bf16);
   const auto y_want = nchw ? nhwc_to_nchw(y_ref, s.B, s.OH() * s.OW(), s.Cout) : y_ref;
   expect_close(y, y_want, ny, double(s.k * s.k * s.C), "Y");
   conv_direct_backward(s, c.layout, c.layout, Xl.data(), Wt.data(), dYl.data(), c.relu ? y.data() : nullptr,
-                       dX.data(), dW.data(), bias ? db.data() : nullptr, c.accumulate, scratch.data());
+                       dX.data(), dW.data(), bias ? db.data() : nullptr, c.accumulate, scratch.data(), 0, nullptr,
+                       c.bf16);
   const auto dX_want = nchw ? nhwc_to_nchw(dX_ref, s.B, s.H * s.W, s.C) : dX_ref;
   expect_close(dX, dX_want, nx, double(s.k * s.k * s.Cout), "dX");
   expect_close(dW, dW_ref, nw, double(s.B * s.OH() * s.OW()), "dW");
@@ -107,6 +118,42 @@ TEST(ConvDirect, AgreesWithNaiveTwin) {
             }
 }
 
+// bf16 products (the bf16 micro-kernel where K = k*C is even and the set is avx512 on a CPU with
+// AVX512_BF16; else the float kernels on rounded operands): every pass against the naive twin on
+// the rounded operands, over odd and even K.
+TEST(ConvDirect, Bf16AgreesWithNaiveTwinOnRoundedOperands) {
+  int n = 0;
+  for (int64_t k : {1, 2, 3})
+    for (int64_t pad = 0; pad < k; ++pad)
+      for (int64_t B : {1, 3})
+        for (int64_t C : {1, 3, 4, 17})
+          for (int64_t Cout : {5, 33})
+            for (int64_t HW : {int64_t(6), int64_t(15)}) {
+              const bool odd = (n++ % 2) == 1;
+              check_case({{B, C, HW, HW + 1, Cout, k, pad}, odd, !odd, (n % 3) == 0,
+                          (n % 4) < 2 ? ImageLayout::NHWC : ImageLayout::NCHW, true});
+              if (HasFatalFailure()) return;
+            }
+  for (bool relu : {false, true}) {
+    check_case({{5, 1, 28, 28, 32, 3, 1}, true, relu, false, ImageLayout::NHWC, true});
+    check_case({{5, 32, 14, 14, 64, 3, 1}, true, relu, true, ImageLayout::NHWC, true});
+  }
+}
+
+// bf16 rounds: the result is not the float one (the products did read bf16 values).
+TEST(ConvDirect, Bf16IsNotTheFloatResult) {
+  const ConvShape s{2, 32, 6, 6, 16, 3, 1};
+  const auto X = randv(s.B * s.H * s.W * s.C, 41), Wt = randv(s.Cout * s.C * 9, 42);
+  std::vector<float> scratch(size_t(conv_direct_forward_scratch(s))), y(size_t(s.B * 36 * 16)), yh(y.size());
+  conv_direct_forward(s, ImageLayout::NHWC, ImageLayout::NHWC, X.data(), Wt.data(), nullptr, false, y.data(),
+                      scratch.data());
+  conv_direct_forward(s, ImageLayout::NHWC, ImageLayout::NHWC, X.data(), Wt.data(), nullptr, false, yh.data(),
+                      scratch.data(), 0, nullptr, true);
+  int differ = 0;
+  for (size_t i = 0; i < y.size(); ++i) differ += y[i] != yh[i];
+  EXPECT_GT(differ, int(y.size() / 2));
+}
+
 TEST(ConvDirect, TheCnnShapes) {
   for (bool relu : {false, true}) {
     check_case({{5, 1, 28, 28, 32, 3, 1}, true, relu, false, ImageLayout::NHWC});
@@ -117,6 +164,7 @@ TEST(ConvDirect, TheCnnShapes) {
 
 // Every output bit the same for 1, 2 and 3 threads (the work split depends on the shapes alone).
 TEST(ConvDirect, BitwiseAcrossThreadCounts) {
+  for (bool bf16 : {false, true})
   for (const ConvShape s : {ConvShape{19, 32, 14, 14, 64, 3, 1}, ConvShape{23, 1, 28, 28, 32, 3, 1}}) {
     const int64_t nx = s.B * s.H * s.W * s.C, ny = s.B * s.OH() * s.OW() * s.Cout, nw = s.Cout * s.C * s.k * s.k;
     const auto X = randv(nx, 11), Wt = randv(nw, 12), b = randv(s.Cout, 13), dY = randv(ny, 14);
@@ -127,9 +175,9 @@ TEST(ConvDirect, BitwiseAcrossThreadCounts) {
       std::vector<float> y(static_cast<size_t>(ny)), dX(static_cast<size_t>(nx)), dW(static_cast<size_t>(nw)),
           db(static_cast<size_t>(s.Cout));
       conv_direct_forward(s, ImageLayout::NHWC, ImageLayout::NHWC, X.data(), Wt.data(), b.data(), true, y.data(),
-                          scratch.data());
+                          scratch.data(), 0, nullptr, bf16);
       conv_direct_backward(s, ImageLayout::NHWC, ImageLayout::NHWC, X.data(), Wt.data(), dY.data(), y.data(),
-                           dX.data(), dW.data(), db.data(), false, scratch.data());
+                           dX.data(), dW.data(), db.data(), false, scratch.data(), 0, nullptr, bf16);
       y.insert(y.end(), dX.begin(), dX.end());
       y.insert(y.end(), dW.begin(), dW.end());
       y.insert(y.end(), db.begin(), db.end());
@@ -144,6 +192,7 @@ TEST(ConvDirect, BitwiseAcrossThreadCounts) {
 // (PyTorch's rule: ties to the first, NaN wins), and its backward the unfused backward of the
 // gradient routed through the windows; odd sizes leave rows and columns out of every window.
 TEST(ConvDirect, FusedPoolingIsConvThenPool) {
+  for (bool bf16 : {false, true})
   for (const ConvShape s : {ConvShape{3, 32, 14, 14, 64, 3, 1}, ConvShape{2, 1, 28, 28, 32, 3, 1},
                             ConvShape{2, 5, 7, 9, 20, 3, 1}, ConvShape{1, 3, 8, 8, 17, 2, 0}})
     for (int64_t pool : {2, 3}) {
@@ -161,7 +210,8 @@ TEST(ConvDirect, FusedPoolingIsConvThenPool) {
       // Unfused: the convolution with ReLU, then pooling and routing by hand.
       std::vector<float> y(static_cast<size_t>(ny)), pooled(static_cast<size_t>(np)), dY(static_cast<size_t>(ny), 0.0f);
       std::vector<uint8_t> am(static_cast<size_t>(np));
-      conv_direct_forward(s, nhwc, nhwc, X.data(), Wt.data(), b.data(), true, y.data(), scratch.data());
+      conv_direct_forward(s, nhwc, nhwc, X.data(), Wt.data(), b.data(), true, y.data(), scratch.data(), 0, nullptr,
+                          bf16);
       for (int64_t bi = 0; bi < s.B; ++bi)
         for (int64_t ph = 0; ph < PH; ++ph)
           for (int64_t pw = 0; pw < PW; ++pw)
@@ -178,19 +228,19 @@ TEST(ConvDirect, FusedPoolingIsConvThenPool) {
             }
       std::vector<float> dX(static_cast<size_t>(nx)), dW(static_cast<size_t>(nw)), db(static_cast<size_t>(Co));
       conv_direct_backward(s, nhwc, nhwc, X.data(), Wt.data(), dY.data(), y.data(), dX.data(), dW.data(), db.data(),
-                           false, scratch.data());
+                           false, scratch.data(), 0, nullptr, bf16);
       // Fused.
       std::vector<float> fp(static_cast<size_t>(np), NAN), fdX(static_cast<size_t>(nx), NAN), fdW(static_cast<size_t>(nw), NAN),
           fdb(static_cast<size_t>(Co), NAN);
       std::vector<uint8_t> fam(static_cast<size_t>(np), 99);
       conv_direct_forward(s, nhwc, nhwc, X.data(), Wt.data(), b.data(), true, fp.data(), scratch.data(), pool,
-                          fam.data());
+                          fam.data(), bf16);
       for (size_t i = 0; i < fp.size(); ++i) {
         ASSERT_TRUE(fp[i] == pooled[i] || (std::isnan(fp[i]) && std::isnan(pooled[i]))) << "pooled " << i;
         ASSERT_EQ(fam[i], am[i]) << "argmax " << i;
       }
       conv_direct_backward(s, nhwc, nhwc, X.data(), Wt.data(), dP.data(), fp.data(), fdX.data(), fdW.data(),
-                           fdb.data(), false, scratch.data(), pool, fam.data());
+                           fdb.data(), false, scratch.data(), pool, fam.data(), bf16);
       auto same = [](const std::vector<float>& a, const std::vector<float>& b2) {
         for (size_t i = 0; i < a.size(); ++i)
           if (!(a[i] == b2[i] || (std::isnan(a[i]) && std::isnan(b2[i])))) return false;
