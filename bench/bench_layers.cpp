@@ -12,7 +12,9 @@
 // step/cnn/products: the CNN step's convolutions and GEMMs alone, the bound its step is measured
 // against. step/<model>/openblas runs the Linear layers' GEMMs on OpenBLAS (the convolutions
 // stay direct).
-// Names: step/<model>/<hddp|openblas>, conv/<shape>/<pass>/<hddp|im2col|openblas>; peak_pct is
+// step/<model>/hddp-bf16 and conv/<shape>/<pass>/hddp-bf16: the same with the products in bf16
+// (Precision::Bf16; the convolution's bf16 micro-kernel where the CPU has AVX512_BF16).
+// Names: step/<model>/<hddp|openblas|hddp-bf16>, conv/<shape>/<pass>/<hddp|hddp-bf16|im2col|openblas>; peak_pct is
 // the rate over the FMA probe (bench/peak) at the same thread count. Threads come from
 // OMP_NUM_THREADS. The input batch is fixed (drawing samples is not part of the step). Goal:
 // step/tutorial/hddp <= 5 us on one core.
@@ -56,11 +58,12 @@ double fma_peak() {
   return peak;
 }
 
-void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend) {
+void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend, Precision precision = Precision::Float) {
   set_gemm_backend(backend);
   Rng rng(1);
   Sequential<float> model = cfg.input.empty() ? Sequential<float>(cfg.layers, cfg.batch, rng)
                                                : Sequential<float>(cfg.input, cfg.layers, cfg.batch, rng);
+  model.set_precision(precision);
   Adam<float> adam(model.num_params(), {.lr = cfg.lr});
   const int64_t in = model.in_features(), out = model.out_features();
   std::vector<float> x(size_t(cfg.batch * in)), y(size_t(cfg.batch * out));
@@ -158,7 +161,7 @@ void report_conv(benchmark::State& state, const ConvCase& s, bool backward) {
 }
 
 // The direct convolution (kernels/conv.h) on channels-last activations, as inside a model.
-void run_conv_direct(benchmark::State& state, const ConvCase& s, bool backward) {
+void run_conv_direct(benchmark::State& state, const ConvCase& s, bool backward, bool bf16 = false) {
   const hddp::ConvShape g{64, s.C, s.H, s.H, s.Cout, 3, 1};
   Rng rng(2);
   auto fill = [&](int64_t n) {
@@ -173,10 +176,10 @@ void run_conv_direct(benchmark::State& state, const ConvCase& s, bool backward) 
   const auto nhwc = ImageLayout::NHWC;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    conv_direct_forward(g, nhwc, nhwc, x.data(), w.data(), b.data(), false, y.data(), scratch.data());
+    conv_direct_forward(g, nhwc, nhwc, x.data(), w.data(), b.data(), false, y.data(), scratch.data(), 0, nullptr, bf16);
     if (backward)
       conv_direct_backward(g, nhwc, nhwc, x.data(), w.data(), dy.data(), nullptr, s.dx ? dx.data() : nullptr,
-                           dw.data(), db.data(), false, scratch.data());
+                           dw.data(), db.data(), false, scratch.data(), 0, nullptr, bf16);
     benchmark::ClobberMemory();
   }
   state.counters["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -231,6 +234,13 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(name.c_str(), [c, backend = backend](benchmark::State& st) { run_step(st, c, backend); })
           ->UseRealTime();
     }
+  // The same steps with the products in bf16 (Sequential::set_precision), hddp's GEMM.
+  for (const Config& c : configs) {
+    const std::string name = std::string("step/") + c.name + "/hddp-bf16";
+    benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& st) {
+      run_step(st, c, GemmBackend::Blocked, Precision::Bf16);
+    })->UseRealTime();
+  }
   benchmark::RegisterBenchmark("step/cnn/products", run_cnn_products)->UseRealTime();
   const ConvCase convs[] = {{"c1_1x28x28_to_32", 1, 28, 32, false}, {"c2_32x14x14_to_64", 32, 14, 64, true}};
   for (const ConvCase& s : convs)
@@ -246,6 +256,9 @@ int main(int argc, char** argv) {
       const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + "hddp";
       benchmark::RegisterBenchmark(name.c_str(), [s, bwd](benchmark::State& st) { run_conv_direct(st, s, bwd); })
           ->UseRealTime();
+      benchmark::RegisterBenchmark((name + "-bf16").c_str(), [s, bwd](benchmark::State& st) {
+        run_conv_direct(st, s, bwd, true);
+      })->UseRealTime();
     }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -106,7 +106,10 @@ uint16_t* bf16_area(const ConvShape& s, float* scratch) {
   return reinterpret_cast<uint16_t*>(scratch + forward_floats(s, Np));
 }
 
-void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp) {
+// bf16 (conv.h), per row while it is in cache: round rounds it in place; xh, where given, gets
+// its bf16 copy at the same offsets.
+void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp, bool round = false,
+               uint16_t* xh = nullptr) {
   const int64_t Wp = s.W + 2 * s.pad, C = s.C;
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * s.H * Wp * C > kParallelMin)
   for (int64_t b = 0; b < s.B; ++b)
@@ -126,7 +129,16 @@ void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp) {
         for (int64_t iw = 0; iw < s.W; ++iw)
           for (int64_t c = 0; c < C; ++c) dst[iw * C + c] = src[c * s.H * s.W + iw];
       }
+      if (round) round_bf16(s.W * C, dst, dst);
+      if (xh) to_bf16(Wp * C, row, reinterpret_cast<bf16*>(xh + (row - xp)));
     }
+  if (xh)  // the rows of zeros
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t ih : {int64_t(0), s.H})
+        for (int64_t r = 0; r < s.pad; ++r) {
+          float* row = xp_row(xp, s, b, ih == 0 ? r - s.pad : s.H + r);
+          std::fill(xh + (row - xp), xh + (row - xp) + Wp * C, uint16_t(0));
+        }
 }
 
 // NHWC (B, P, C) -> NCHW (B, C, P).
@@ -197,22 +209,9 @@ void run_bf16(const detail::ConvKernels16& k16, const BrgemmCall& c, const Bf16O
   k16.kernel[nvb - 1][m - 1](h);
 }
 
-// Prepares a pass's products in bf16: with the bf16 kernels and an even K per product, the bf16
-// copy of A (n values of xf into xh) and B paired (rows x ldb of wf into wh), returning the
-// kernels; else rounds both in place for the float kernels and returns nullptr.
-const detail::ConvKernels16* prepare_bf16(int64_t n, float* xf, uint16_t* xh, int64_t rows, int64_t ldb, float* wf,
-                                          uint16_t* wh, int64_t K, Bf16Operands& o) {
-  const detail::ConvKernels16* k16 = bf16_kernels();
-  if (k16 && K % 2 == 0 && rows % 2 == 0) {
-    to_bf16(n, xf, reinterpret_cast<bf16*>(xh));
-    to_pairs(rows, ldb, wf, wh);
-    o = {xf, xh, wf, wh, ldb};
-    return k16;
-  }
-  round_bf16(n, xf, xf);
-  round_bf16(rows * ldb, wf, wf);
-  return nullptr;
-}
+// The bf16 kernels for a pass whose products have K = k*C (or k*Np) values, where they run
+// (K even: the pairs never straddle two products); else nullptr.
+const detail::ConvKernels16* bf16_kernels_for(int64_t K) { return K % 2 == 0 ? bf16_kernels() : nullptr; }
 
 // Kernel rows of one output row (forward) or input row (input gradient) that fall inside the
 // image: at most 16 products per batch.
@@ -265,6 +264,21 @@ void reblock_forward(const ConvShape& s, int64_t Np, const float* Wt, const floa
   for (int64_t co = 0; co < Np; ++co) bp[co] = b && co < s.Cout ? b[co] : 0.0f;
 }
 
+// The forward's operands: the padded input and the re-blocked weights (float), and in bf16 either
+// their bf16 copies (the bf16 kernels run: the result's xh set) or the float ones rounded.
+Bf16Operands prepare_forward(const ConvShape& s, ImageLayout in, const float* X, const float* Wt, const float* b,
+                             float* xp, float* wr, float* bp, int64_t Np, bool bf16, float* scratch) {
+  const int64_t K = s.k * s.C, rows = s.k * K;
+  const bool k16 = bf16 && bf16_kernels_for(K);
+  uint16_t* xh = k16 ? bf16_area(s, scratch) : nullptr;
+  uint16_t* wh = k16 ? xh + xp_size(s) + 2 : nullptr;
+  pad_input(s, in, X, xp, bf16 && !k16, xh);
+  reblock_forward(s, Np, Wt, b, wr, bp);
+  if (k16) to_pairs(rows, Np, wr, wh);
+  else if (bf16) round_bf16(rows * Np, wr, wr);
+  return k16 ? Bf16Operands{xp, xh, wr, wh, Np} : Bf16Operands{};
+}
+
 // The forward with MaxPool2d(pool) in its store: per image, pooled row and channel block, the
 // pool convolution rows into a buffer of this thread (L1-sized: pool x OW x NV*L floats), then
 // their windows' maxima and positions to Y and argmax.
@@ -276,13 +290,8 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
   float* xp = scratch;
   float* wr = xp + xp_size(s);
   float* bp = wr + k * k * C * Np;
-  pad_input(s, in, X, xp);
-  reblock_forward(s, Np, Wt, b, wr, bp);
-  Bf16Operands h;
-  const detail::ConvKernels16* k16 =
-      bf16 ? prepare_bf16(xp_size(s), xp, bf16_area(s, scratch), k * k * C, Np, wr,
-                          bf16_area(s, scratch) + xp_size(s) + 2, k * C, h)
-           : nullptr;
+  const Bf16Operands h = prepare_forward(s, in, X, Wt, b, xp, wr, bp, Np, bf16, scratch);
+  const detail::ConvKernels16* k16 = h.xh ? bf16_kernels() : nullptr;
   const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
   const int64_t ldc = t.nv * L;
 #pragma omp parallel if (s.B * s.OH() * OW * Cout * k * k * C > kParallelMin)
@@ -368,13 +377,8 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
   float* wr = xp + xp_size(s);  // Wr[ki][kj][ci][co], co padded to Np
   float* bp = wr + k * k * C * Np;
   float* yt = bp + Np;  // the NHWC output when Y is NCHW
-  pad_input(s, in, X, xp);
-  reblock_forward(s, Np, Wt, b, wr, bp);
-  Bf16Operands h;
-  const detail::ConvKernels16* k16 =
-      bf16 ? prepare_bf16(xp_size(s), xp, bf16_area(s, scratch), k * k * C, Np, wr,
-                          bf16_area(s, scratch) + xp_size(s) + 2, k * C, h)
-           : nullptr;
+  const Bf16Operands h = prepare_forward(s, in, X, Wt, b, xp, wr, bp, Np, bf16, scratch);
+  const detail::ConvKernels16* k16 = h.xh ? bf16_kernels() : nullptr;
   float* yo = out == ImageLayout::NHWC ? Y : yt;
   const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
   // Loop 3: images, loop 2: output rows, loop 1: channel blocks; then the row's tiles.
@@ -433,10 +437,20 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
     }
     return;
   }
-  pad_input(s, in, X, xp);
+  // bf16: every product reads bf16-rounded operands: the weight gradient's rounded in place (its
+  // sums stay float), the input gradient's also copied to bf16 where the bf16 kernels run.
+  const detail::ConvKernels16* k16 = bf16 && dX ? bf16_kernels_for(k * Np) : nullptr;
+  uint16_t* dyh = k16 ? reinterpret_cast<uint16_t*>(scratch + backward_floats(s, Np, Cp)) : nullptr;
+  uint16_t* wdh = k16 ? dyh + dyp_size(s, Np) + 2 : nullptr;
+  pad_input(s, in, X, xp, bf16);
   // dYp: dY (masked by y > 0 where ReLU was fused; routed through argmax where pooling was),
   // q zero columns either side, channels to Np.
   const int64_t PH = pool > 0 ? OH / pool : 0, PW = pool > 0 ? OW / pool : 0;
+  // bf16, per row while it is in cache: rounded, and copied to dyh where the bf16 kernels run.
+  auto dy_row_done = [&](float* row) {
+    if (bf16) round_bf16(OWq * Np, row, row);
+    if (dyh) to_bf16(OWq * Np, row, reinterpret_cast<hddp::bf16*>(dyh + (row - dyp)));
+  };
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * OH * OWq * Np > kParallelMin)
   for (int64_t bi = 0; bi < s.B; ++bi)
     for (int64_t oh = 0; oh < OH; ++oh) {
@@ -460,6 +474,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
             route(n, at, pos, dY + o + c0, y ? y + o + c0 : nullptr, d + c0);
           }
         }
+        dy_row_done(row);
         continue;
       }
       for (int64_t ow = 0; ow < OW; ++ow) {
@@ -479,13 +494,8 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
         }
         std::fill(d + Cout, d + Np, 0.0f);
       }
+      dy_row_done(row);
     }
-
-  // bf16: every product reads bf16-rounded operands; the weight gradient's are rounded in place
-  // (its sums stay float), the input gradient's as bf16 copies where the bf16 kernels run.
-  uint16_t* h16 = reinterpret_cast<uint16_t*>(scratch + backward_floats(s, Np, Cp));
-  if (bf16) round_bf16(xp_size(s), xp, xp);
-  if (bf16 && !dX) round_bf16(dyp_size(s, Np), dyp, dyp);
 
   if (dX) {
     for (int64_t ki = 0; ki < k; ++ki)
@@ -495,11 +505,9 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
           for (int64_t ci = 0; ci < Cp; ++ci)
             r[ci] = co < Cout && ci < C ? Wt[((co * C + ci) * k + ki) * k + (k - 1 - kj)] : 0.0f;
         }
-    Bf16Operands h;
-    const detail::ConvKernels16* k16 =
-        bf16 ? prepare_bf16(dyp_size(s, Np), dyp, h16, k * k * Np, Cp, wd, h16 + dyp_size(s, Np) + 2, k * Np, h)
-             : nullptr;
-    if (k16) round_bf16(dyp_size(s, Np), dyp, dyp);  // the weight gradient's B, as the bf16 copy holds it
+    if (k16) to_pairs(k * k * Np, Cp, wd, wdh);
+    else if (bf16) round_bf16(k * k * Np * Cp, wd, wd);
+    const Bf16Operands h{dyp, dyh, wd, wdh, Cp};
     float* dxo = in == ImageLayout::NHWC ? dX : dxt;
     const TileChoice t = choose_tile(Wd, C, *kern.blocking);
 #pragma omp parallel for collapse(3) schedule(static) if (s.B * H * Wd * C * k * k * Cout > kParallelMin)
