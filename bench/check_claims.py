@@ -355,6 +355,24 @@ CLAIMS += [
     ("bench/RESULTS.md", "sanitizer pass\n1255 s;", hog_phases["sanitizer pass done"] - hog_phases["sanitizer pass"], 1255, 0),
     ("README.md", "`bash scripts/run.sh` 3 min 19 s", int(run_real.group(1)) * 60 + float(run_real.group(2)), 199, 0.5),
 ]
+# bf16 (AMD EPYC, Zen 5: AVX512_BF16, no AMX): the wide MLP step against PyTorch's bf16 autocast.
+check_table("step_vs_pytorch_bf16", "bench/step/step_table.py", lambda md: step_args(md) + ["bf16"], folder=AMD)
+step16 = list(csv.DictReader(open(os.path.join(AMD, "step_vs_pytorch_bf16.csv"))))
+
+
+def step16_ratio(p, t):
+    def med(impl):
+        return statistics.median(float(r["step_s"]) for r in step16
+                                 if (r["ranks"], r["threads"], r["impl"]) == (str(p), str(t), impl))
+    return med("pytorch") / med("hddp")
+
+
+CLAIMS += [
+    ("README.md", "the wide MLP step\n5.1x PyTorch's bf16 autocast", step16_ratio(1, 1), 5.1, 0.05),
+    ("bench/RESULTS.md", "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 1), 5.12, 0.005),
+    ("bench/RESULTS.md", "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 2), 6.75, 0.005),
+]
+
 for path, text, value, stated, tol in CLAIMS:
     checks += 1
     if text not in read(path):

@@ -1,8 +1,9 @@
 #pragma once
 // bf16 (bfloat16): the top 16 bits of an IEEE float (sign, 8 exponent bits, 7 mantissa bits).
-// Conversions round to nearest, ties to even, and keep a NaN a quiet NaN, bit for bit as
-// PyTorch's `tensor.to(torch.bfloat16)` (c10::BFloat16's round_to_nearest_even): denormals are
-// rounded, not flushed. bf16 -> float is exact (the bits shifted back).
+// Conversions round to nearest, ties to even; denormals are rounded, not flushed; every NaN
+// becomes the quiet NaN 0xFFFF: bit for bit PyTorch's `tensor.to(torch.bfloat16)` on the CPU
+// (its vectorised conversion, ATen's cvtfp32_bf16; checked against PyTorch by
+// tests/kernels/bf16_vs_torch.py). bf16 -> float is exact (the bits shifted back).
 #include <cstdint>
 #include <cstring>
 
@@ -13,14 +14,14 @@ struct bf16 {
 };
 static_assert(sizeof(bf16) == 2);
 
-// One value: add 0x7FFF plus the lowest kept bit, then drop the low 16 bits; a NaN keeps its
-// high bits with the quiet bit set (rounding could carry it into infinity).
+// One value: add 0x7FFF plus the lowest kept bit, then drop the low 16 bits; a NaN (which the
+// rounding could carry into infinity) becomes 0xFFFF.
 inline bf16 to_bf16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
   const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
   const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return {uint16_t(nan ? ((u >> 16) | 0x40u) : r)};
+  return {uint16_t(nan ? 0xffffu : r)};
 }
 inline float to_float(bf16 h) {
   const uint32_t u = uint32_t(h.bits) << 16;

@@ -312,14 +312,13 @@ EltLoops<T> make_loops() {
           adam_loop<T>, adamw_loop<T>, sgd_loop<T>};
 }
 
-// float -> bf16 bits, round to nearest even, NaN kept quiet (bf16.h): integer operations with
+// float -> bf16 bits, round to nearest even, NaN -> 0xFFFF (bf16.h): integer operations with
 // selects, no branch, so the loop vectorises at the set's width.
 inline uint32_t bf16_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
   const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t q = (u >> 16) | 0x40u;
-  return (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+  return (u & 0x7fffffffu) > 0x7f800000u ? 0xffffu : r;
 }
 
 void to_bf16_loop(int64_t n, const float* __restrict x, uint16_t* __restrict y) {

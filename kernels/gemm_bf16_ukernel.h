@@ -71,7 +71,7 @@ inline uint16_t bf16_bits_of(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
   const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? 0xffffu : r);
 }
 inline uint16_t bf16_bits_of(uint16_t x) { return x; }
 inline float bf16_value(uint16_t h) {

@@ -84,6 +84,33 @@ if [ "$(cut -d, -f1-4 "$WORK/whole/metrics.csv")" = "$(cut -d, -f1-4 "$WORK/part
 else
   fail "resume differs (weights: $(cmp "$WORK/whole/w.st" "$WORK/parts/w.st" 2>&1)): $(paste -d' ' "$WORK/whole/metrics.csv" "$WORK/parts/metrics.csv")"
 fi
+# bf16 (--precision bf16: the CNN's convolutions and Linear layers; --grad-dtype bf16: the
+# buckets as bf16): resumes bitwise too, and it is not the float run (the products did round).
+B16=(--model cnn --precision bf16 --grad-dtype bf16 --data "$DATA" --limit-train 600 --limit-test 200 --no-plot)
+mkdir -p "$WORK/b16whole" "$WORK/b16parts" "$WORK/f32whole"
+"${MPI[@]}" -n 2 "$BIN" "${B16[@]}" --epochs 2 --out "$WORK/b16whole" --export "$WORK/b16whole/w.st" \
+  --stats-json "$WORK/b16whole/stats.json" >"$WORK/b16whole/log" 2>&1 || fail "bf16 run: $(tail -3 "$WORK/b16whole/log")"
+"${MPI[@]}" -n 2 "$BIN" "${B16[@]}" --epochs 1 --out "$WORK/b16parts" --checkpoint "$WORK/b16.ckpt" \
+  >"$WORK/b16parts/log1" 2>&1 || fail "bf16 first part: $(tail -3 "$WORK/b16parts/log1")"
+"${MPI[@]}" -n 2 "$BIN" "${B16[@]}" --epochs 2 --out "$WORK/b16parts" --checkpoint "$WORK/b16.ckpt" --resume \
+  --export "$WORK/b16parts/w.st" >"$WORK/b16parts/log2" 2>&1 || fail "bf16 resumed part: $(tail -3 "$WORK/b16parts/log2")"
+"${MPI[@]}" -n 2 "$BIN" --model cnn --data "$DATA" --limit-train 600 --limit-test 200 --no-plot --epochs 2 \
+  --out "$WORK/f32whole" --export "$WORK/f32whole/w.st" --stats-json "$WORK/f32whole/stats.json" \
+  >"$WORK/f32whole/log" 2>&1 || fail "float run: $(tail -3 "$WORK/f32whole/log")"
+if [ "$(cut -d, -f1-4 "$WORK/b16whole/metrics.csv")" = "$(cut -d, -f1-4 "$WORK/b16parts/metrics.csv")" ] &&
+  cmp -s "$WORK/b16whole/w.st" "$WORK/b16parts/w.st"; then
+  pass "bf16: resume bitwise the run that never stopped"
+else
+  fail "bf16 resume differs: $(paste -d' ' "$WORK/b16whole/metrics.csv" "$WORK/b16parts/metrics.csv")"
+fi
+cmp -s "$WORK/b16whole/w.st" "$WORK/f32whole/w.st" && fail "bf16 weights equal the float run's: nothing rounded"
+b16_bytes=$(grep -o '"allreduce_bytes_per_step":[0-9]*' "$WORK/b16whole/stats.json" | cut -d: -f2)
+f32_bytes=$(grep -o '"allreduce_bytes_per_step":[0-9]*' "$WORK/f32whole/stats.json" | cut -d: -f2)
+if [ -n "$b16_bytes" ] && [ -n "$f32_bytes" ] && [ $((2 * b16_bytes)) -eq "$f32_bytes" ]; then
+  pass "--grad-dtype bf16: half the allreduce bytes ($b16_bytes of $f32_bytes)"
+else
+  fail "--grad-dtype bf16 bytes per step: '$b16_bytes' against float '$f32_bytes'"
+fi
 # SIGTERM to the ranks (scancel, preemption): every rank finishes its step, rank 0 writes the
 # checkpoint (inside an epoch), all exit 75; --resume then ends bitwise where the run that never
 # stopped ends (metrics but the seconds, exported weights). The ranks are frozen (SIGSTOP) at a
@@ -202,6 +229,9 @@ expect_usage ckpt-ranks 1 "world size (MPI ranks): 2 in the checkpoint, 1 now" "
   --checkpoint "$WORK/run.ckpt" --resume
 expect_usage ckpt-truncated 2 "is truncated" "${C[@]}" --epochs 4 --checkpoint "$WORK/cut.ckpt" --resume
 expect_usage resume-alone 1 "--resume: needs --checkpoint" --resume
+expect_usage precision 1 "--precision" --precision fp8
+expect_usage grad-dtype 1 "--grad-dtype" --grad-dtype half
+expect_usage ckpt-precision 2 "precision" "${C[@]}" --epochs 4 --precision bf16 --checkpoint "$WORK/run.ckpt" --resume
 if "$BIN" --help >"$WORK/help" 2>&1 && grep -q -- '--data' "$WORK/help" && grep -q -- '--reduce-mode' "$WORK/help"; then
   pass "--help"
 else
