@@ -83,6 +83,7 @@
 #include "bench/at_scale/step_replay.h"
 #include "bench/mlp_1024x4.h"
 #include "bench/mpi_world.h"
+#include <hddp/core/loss.h>
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
@@ -493,13 +494,13 @@ void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd) {
     else r.opt = std::make_unique<Adam<float>>(r.model->num_params(), AdamHyper{.lr = 1e-4});
     runners.push_back(std::move(r));
   }
+  MseLoss<float> mse(runners.front().model->out_features());
   auto step = [&](Runner& r) {
     const auto t0 = Clock::now();
     r.model->zero_grad();
-    r.model->forward(x, batch);
-    benchmark::DoNotOptimize(r.model->loss(y.data()));
-    if (r.ddp) r.ddp->backward(y.data());
-    else r.model->backward(y.data());
+    benchmark::DoNotOptimize(mse.forward(r.model->forward(x, batch), y.data(), batch));
+    if (r.ddp) r.ddp->backward(mse.grad());
+    else r.model->backward(mse.grad());
     r.opt->step(r.model->params(), r.model->grads());
     return seconds(t0, Clock::now());
   };

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <hddp/core/conv.h>
+#include <hddp/core/loss.h>
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
@@ -69,13 +70,13 @@ void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend, P
   std::vector<float> x(size_t(cfg.batch * in)), y(size_t(cfg.batch * out));
   for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
   for (auto& v : y) v = rng.uniform(-0.9f, 0.9f);
-  float loss = 0;
+  MseLoss<float> mse(out);
+  double loss = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     model.zero_grad();
-    model.forward(x, cfg.batch);
-    loss = model.loss(y.data());
-    model.backward(y.data());
+    loss = mse.forward(model.forward(x, cfg.batch), y.data(), cfg.batch);
+    model.backward(mse.grad());
     adam.step(model.params(), model.grads());
     benchmark::DoNotOptimize(loss);
     benchmark::ClobberMemory();

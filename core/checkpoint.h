@@ -26,8 +26,7 @@
 //   key              value
 //   ckpt.version     u64 = kCheckpointVersion (2): the layout of the ckpt.* entries below
 //   ckpt.step        u64 S: training steps completed; training continues with step S (0-based).
-//                    The program says what a step is (poly_train: an epoch; mnist_train: one
-//                    batch per rank).
+//                    The program says what a step is (an epoch, or one batch per rank).
 //   ckpt.world_size  u64 P in [1, kMaxWorldSize]: ranks of the run that wrote it
 //   ckpt.rng         0 or 4P u64: each rank's RNG state (xoshiro256**, Rng::state()), rank 0
 //                    first, never all zero; empty when the program keeps no per-rank stream

@@ -1,6 +1,8 @@
 #include <hddp/core/model.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <stdexcept>
 
@@ -132,7 +134,18 @@ void Sequential<T>::choose_layouts() {
 
 template <class T>
 void Sequential<T>::reset_parameters(Rng& rng) {
+  // Each parameter starts as NaN, so one its layer's reset_parameters never writes is found
+  // (a layer of one's own that does not override it) instead of training from silent zeros.
+  T* p = arena_.params();
+  std::fill(p, p + arena_.size(), std::numeric_limits<T>::quiet_NaN());
   for (size_t i = 0; i < slots_.size(); ++i) slots_[i].layer->reset_parameters(rng, ptrs_.data() + ptr_at_[i]);
+  for (const ParamView& v : arena_.views())
+    for (int64_t k = 0; k < v.size(); ++k)
+      HDDP_CHECK_ARG(!std::isnan(p[v.offset + k]),
+                     "Sequential: the initialisation left parameter '"
+                         << v.name << "' (" << layer_name(size_t(std::stoll(v.name.substr(0, v.name.find('.')))))
+                         << ") unset: give the layer a reset_parameters(rng, params) that writes every value "
+                            "(zeros too, when zero is meant)");
 }
 
 template <class T>
@@ -223,25 +236,9 @@ const T* Sequential<T>::forward(std::span<const T> X, int64_t batch) {
 }
 
 template <class T>
-T Sequential<T>::loss(const T* target) const {
-  HDDP_CHECK(batch_ > 0, "Sequential::loss: call forward() first");
-  HDDP_CHECK_ARG(target, "Sequential::loss: target is null");
-  return mse_forward(batch_ * out_features(), output(), target);
-}
-
-template <class T>
-void Sequential<T>::backward(const T* target) {
+void Sequential<T>::backward(const T* dY) {
   HDDP_CHECK(batch_ > 0, "Sequential::backward: call forward() first");
-  HDDP_CHECK_ARG(target, "Sequential::backward: target is null");
-  T* dY = work_.data() + grad_off_[0];
-  mse_backward(batch_ * out_features(), output(), target, dY);
-  run_backward(dY);
-}
-
-template <class T>
-void Sequential<T>::backward_from(const T* dY) {
-  HDDP_CHECK(batch_ > 0, "Sequential::backward_from: call forward() first");
-  HDDP_CHECK_ARG(dY, "Sequential::backward_from: dY is null");
+  HDDP_CHECK_ARG(dY, "Sequential::backward: dY is null");
   run_backward(dY);
 }
 

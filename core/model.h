@@ -1,12 +1,13 @@
 #pragma once
 // Sequential<T>: a stack of layers (core/layer.h: the built-in ones of core/layers.h or a
-// user's own) with an MSE loss built in and any other loss through backward_from.
+// user's own). The loss is a separate object (core/loss.h) whose gradient backward takes.
 //
 //   Sequential<float> model({Linear(1, 20), Linear(20, 1, false), Tanh()}, /*max_batch=*/32, rng);
+//   MseLoss<float> mse(1);
 //   model.zero_grad();
-//   const float* y = model.forward(x, 32);   // x: 32 x 1 values; y: 32 x 1
-//   float l = model.loss(target);            // MSE, mean over 32 x 1 values
-//   model.backward(target);                  // gradients += into model.grads()
+//   const float* y = model.forward(x, 32);           // x: 32 x 1 values; y: 32 x 1
+//   const double l = mse.forward(y, target, 32);     // mean over 32 x 1 values
+//   model.backward(mse.grad());                      // gradients += into model.grads()
 //   adam.step(model.params(), model.grads());
 //
 // The input shape is given first ({1, 28, 28} for images), or implied by a first Linear.
@@ -44,15 +45,17 @@
 namespace hddp {
 
 // What the data-parallel wrapper (hddp::DistributedModel) needs of a model: its parameters and
-// gradients in one arena (the gradients of a backward written in place there), and a hook its
-// backward calls as gradients become final, with the contract described above. Sequential is
-// one; a model of the user's own can be another.
+// gradients in one arena (the gradients of a backward written in place there), a backward from
+// dLoss/dOutput of its last forward, and a hook that backward calls as gradients become final,
+// with the contract described above. Sequential is one; a model of the user's own can be
+// another.
 template <class T>
 class Module {
  public:
   using BackwardHook = std::function<void(size_t layer_index, int64_t grads_ready_from_offset)>;
   virtual ~Module() = default;
   virtual ParamArena<T>& arena() = 0;
+  virtual void backward(const T* dY) = 0;
   virtual void set_backward_hook(BackwardHook hook) = 0;
 };
 
@@ -82,12 +85,9 @@ class Sequential final : public Module<T> {
   // first rows: model.forward(std::span(x).first(rows * model.in_features()), rows).
   const T* forward(std::span<const T> X, int64_t batch);
 
-  // MSE (mean over batch x out_features values) of the last forward's output against target.
-  T loss(const T* target) const;
-  // Backward of the MSE loss against target (batch x out_features): gradients += into grads().
-  void backward(const T* target);
-  // Backward from a given dLoss/dOutput (batch x out_features), for other losses.
-  void backward_from(const T* dY);
+  // Backward from dLoss/dOutput of the last forward (batch x out_features; a loss's grad(),
+  // core/loss.h): gradients += into grads() (or = after zero_grad()).
+  void backward(const T* dY) override;
 
   // Float (the default) or Bf16 products (layer.h, Precision); takes effect at the next forward.
   void set_precision(Precision p) { precision_ = p; }

@@ -1,6 +1,7 @@
 #include <hddp/core/optim.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include <hddp/kernels/check.h>
 
@@ -50,47 +51,33 @@ void Optimizer<T>::set_steps(int64_t t) {
   steps_ = t;
 }
 
-template <class T>
-Adam<T>::Adam(int64_t n, const AdamHyper& h) : Optimizer<T>(n), h_(h), m_(size_t(n), T(0)), v_(size_t(n), T(0)) {
+template <class T, class Hyper>
+AdamFamily<T, Hyper>::AdamFamily(int64_t n, const Hyper& h)
+    : Optimizer<T>(n), h_(h), m_(size_t(n), T(0)), v_(size_t(n), T(0)) {
   validate(h_);
 }
 
-template <class T>
-void Adam<T>::step(T* params, const T* grads) {
-  adam_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
+template <class T, class Hyper>
+void AdamFamily<T, Hyper>::step(T* params, const T* grads) {
+  if constexpr (std::is_same_v<Hyper, AdamWHyper>)
+    adamw_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
+  else
+    adam_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
 }
 
-template <class T>
-std::vector<StateBuffer<T>> Adam<T>::state() {
+template <class T, class Hyper>
+const char* AdamFamily<T, Hyper>::kind() const {
+  return std::is_same_v<Hyper, AdamWHyper> ? "adamw" : "adam";
+}
+
+template <class T, class Hyper>
+std::vector<StateBuffer<T>> AdamFamily<T, Hyper>::state() {
   return {{"exp_avg", m_.data(), this->n_}, {"exp_avg_sq", v_.data(), this->n_}};
 }
 
-template <class T>
-void Adam<T>::set_lr(double lr) {
-  AdamHyper h = h_;
-  h.lr = lr;
-  validate(h);
-  h_ = h;
-}
-
-template <class T>
-AdamW<T>::AdamW(int64_t n, const AdamWHyper& h) : Optimizer<T>(n), h_(h), m_(size_t(n), T(0)), v_(size_t(n), T(0)) {
-  validate(h_);
-}
-
-template <class T>
-void AdamW<T>::step(T* params, const T* grads) {
-  adamw_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
-}
-
-template <class T>
-std::vector<StateBuffer<T>> AdamW<T>::state() {
-  return {{"exp_avg", m_.data(), this->n_}, {"exp_avg_sq", v_.data(), this->n_}};
-}
-
-template <class T>
-void AdamW<T>::set_lr(double lr) {
-  AdamWHyper h = h_;
+template <class T, class Hyper>
+void AdamFamily<T, Hyper>::set_lr(double lr) {
+  Hyper h = h_;
   h.lr = lr;
   validate(h);
   h_ = h;
@@ -127,22 +114,32 @@ double clip_grad_norm(int64_t n, T* grads, double max_norm) {
   HDDP_CHECK_ARG(max_norm > 0 && std::isfinite(max_norm), "clip_grad_norm: max_norm must be finite and > 0, got "
                                                               << max_norm);
   const double total = std::sqrt(sum_sq(n, grads));
+  clip_grad_norm(n, grads, max_norm, total);
+  return total;
+}
+
+template <class T>
+void clip_grad_norm(int64_t n, T* grads, double max_norm, double total_norm) {
+  HDDP_CHECK_ARG(n >= 0, "clip_grad_norm: n must be >= 0, got " << n);
+  HDDP_CHECK_ARG(max_norm > 0 && std::isfinite(max_norm), "clip_grad_norm: max_norm must be finite and > 0, got "
+                                                              << max_norm);
   // PyTorch: clip_coef = max_norm / (total_norm + 1e-6) on T tensors, where a scalar over a
   // tensor is tensor.reciprocal() * scalar; then clamp(max=1.0), which keeps NaN.
-  const T coef = T(max_norm) * (T(1) / (T(total) + T(1e-6)));
+  const T coef = T(max_norm) * (T(1) / (T(total_norm) + T(1e-6)));
   if (!(coef >= T(1))) scale(n, coef, grads);
-  return total;
 }
 
 template class Optimizer<float>;
 template class Optimizer<double>;
-template class Adam<float>;
-template class Adam<double>;
-template class AdamW<float>;
-template class AdamW<double>;
+template class AdamFamily<float, AdamHyper>;
+template class AdamFamily<double, AdamHyper>;
+template class AdamFamily<float, AdamWHyper>;
+template class AdamFamily<double, AdamWHyper>;
 template class SGD<float>;
 template class SGD<double>;
 template double clip_grad_norm<float>(int64_t, float*, double);
 template double clip_grad_norm<double>(int64_t, double*, double);
+template void clip_grad_norm<float>(int64_t, float*, double, double);
+template void clip_grad_norm<double>(int64_t, double*, double, double);
 
 }  // namespace hddp

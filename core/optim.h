@@ -69,46 +69,33 @@ void validate(const SgdHyper& h);
 // factor 1 - lr * weight_decay on the parameters would be <= 0).
 void validate(const AdamWHyper& h);
 
-template <class T>
-class Adam final : public Optimizer<T> {
+// PyTorch's torch.optim.Adam (Hyper = AdamHyper: L2 weight decay) and torch.optim.AdamW
+// (Hyper = AdamWHyper: decoupled weight decay): one class, the update kernel chosen by the
+// hyper-parameters' type (kernels/elementwise.h). Their state buffers have the same names,
+// their kinds differ ("adam", "adamw"): a checkpoint of one does not load into the other
+// (load_state names both kinds).
+template <class T, class Hyper>
+class AdamFamily final : public Optimizer<T> {
  public:
-  Adam(int64_t n, const AdamHyper& h = {});
+  AdamFamily(int64_t n, const Hyper& h = {});
   void step(T* params, const T* grads) override;
   using Optimizer<T>::step;
-  const char* kind() const override { return "adam"; }
+  const char* kind() const override;
   std::vector<StateBuffer<T>> state() override;
-  const AdamHyper& hyper() const { return h_; }
+  const Hyper& hyper() const { return h_; }
   double lr() const override { return h_.lr; }
   void set_lr(double lr) override;
   std::vector<T>& exp_avg() { return m_; }
   std::vector<T>& exp_avg_sq() { return v_; }
 
  private:
-  AdamHyper h_;
+  Hyper h_;
   std::vector<T> m_, v_;
 };
-
-// PyTorch's torch.optim.AdamW: Adam with decoupled weight decay (kernels/elementwise.h). Its
-// state buffers have Adam's names, its kind is "adamw": a checkpoint of one does not load into
-// the other (load_state names both kinds).
 template <class T>
-class AdamW final : public Optimizer<T> {
- public:
-  AdamW(int64_t n, const AdamWHyper& h = {});
-  void step(T* params, const T* grads) override;
-  using Optimizer<T>::step;
-  const char* kind() const override { return "adamw"; }
-  std::vector<StateBuffer<T>> state() override;
-  const AdamWHyper& hyper() const { return h_; }
-  double lr() const override { return h_.lr; }
-  void set_lr(double lr) override;
-  std::vector<T>& exp_avg() { return m_; }
-  std::vector<T>& exp_avg_sq() { return v_; }
-
- private:
-  AdamWHyper h_;
-  std::vector<T> m_, v_;
-};
+using Adam = AdamFamily<T, AdamHyper>;
+template <class T>
+using AdamW = AdamFamily<T, AdamWHyper>;
 
 template <class T>
 class SGD final : public Optimizer<T> {
@@ -146,16 +133,22 @@ class SGD final : public Optimizer<T> {
 // Throws std::invalid_argument for n < 0 or max_norm not finite and > 0.
 template <class T>
 double clip_grad_norm(int64_t n, T* grads, double max_norm);
+// The same with total_norm = sqrt(sum_sq(n, grads)) already known (a training loop's one pass
+// over the gradients gives it with its NaN/Inf check, train/stop_guard.h): the same bits.
+template <class T>
+void clip_grad_norm(int64_t n, T* grads, double max_norm, double total_norm);
 
 extern template class Optimizer<float>;
 extern template class Optimizer<double>;
-extern template class Adam<float>;
-extern template class Adam<double>;
-extern template class AdamW<float>;
-extern template class AdamW<double>;
+extern template class AdamFamily<float, AdamHyper>;
+extern template class AdamFamily<double, AdamHyper>;
+extern template class AdamFamily<float, AdamWHyper>;
+extern template class AdamFamily<double, AdamWHyper>;
 extern template class SGD<float>;
 extern template class SGD<double>;
 extern template double clip_grad_norm<float>(int64_t, float*, double);
 extern template double clip_grad_norm<double>(int64_t, double*, double);
+extern template void clip_grad_norm<float>(int64_t, float*, double, double);
+extern template void clip_grad_norm<double>(int64_t, double*, double, double);
 
 }  // namespace hddp

@@ -85,6 +85,12 @@ LrSchedule LrSchedule::with_warmup(int64_t steps, double start_factor) const {
   return s;
 }
 
+LrSchedule LrSchedule::warmup_cosine(double base_lr, int64_t warmup, int64_t total_steps, double eta_min) {
+  HDDP_CHECK_ARG(warmup >= 0 && warmup < total_steps, "LrSchedule: warmup must be in [0, total_steps " << total_steps
+                                                          << "), got " << warmup);
+  return cosine(base_lr, total_steps - warmup, eta_min).with_warmup(warmup);
+}
+
 double LrSchedule::lr_at(int64_t t) const {
   HDDP_CHECK_ARG(t >= 0, "LrSchedule: the step count must be >= 0, got " << t);
   // PyTorch's closed forms, operation for operation (schedule.h).

@@ -56,6 +56,10 @@ class LrSchedule {
   // (PyTorch's LinearLR default 1/3) towards base_lr; steps = 0: none. Throws for steps < 0 or
   // start_factor outside (0, 1].
   LrSchedule with_warmup(int64_t steps, double start_factor = 1.0 / 3) const;
+  // A whole run of total_steps steps: `warmup` warmup steps, then the cosine over the rest
+  // (cosine(base_lr, total_steps - warmup, eta_min).with_warmup(warmup)). Throws
+  // std::invalid_argument unless 0 <= warmup < total_steps.
+  static LrSchedule warmup_cosine(double base_lr, int64_t warmup, int64_t total_steps, double eta_min = 0.0);
 
   // The learning rate of the step that follows t steps (t >= 0, else std::invalid_argument).
   double lr_at(int64_t t) const;

@@ -88,6 +88,32 @@ std::vector<uint64_t> decode_u64s(const std::string& bytes, const std::string& w
   return v;
 }
 
+namespace {
+
+template <class T>
+std::string encode(const std::vector<T>& v) {
+  std::string s(v.size() * sizeof(T), '\0');
+  if (!v.empty()) std::memcpy(s.data(), v.data(), s.size());
+  return s;
+}
+
+template <class T>
+std::vector<T> decode(const std::string& bytes, const std::string& what) {
+  HDDP_CHECK(bytes.size() % sizeof(T) == 0, what << ": " << bytes.size() << " bytes, not a whole number of "
+                                                 << sizeof(T) << "-byte values");
+  std::vector<T> v(bytes.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+}  // namespace
+
+std::string encode_floats(const std::vector<float>& v) { return encode(v); }
+std::vector<float> decode_floats(const std::string& bytes, const std::string& what) { return decode<float>(bytes, what); }
+std::string encode_doubles(const std::vector<double>& v) { return encode(v); }
+std::vector<double> decode_doubles(const std::string& bytes, const std::string& what) { return decode<double>(bytes, what); }
+
+
 std::string encode_tensor_file(const std::string& path, DType dtype, const std::vector<TensorRef>& tensors,
                                const Meta& meta) {
   HDDP_CHECK_ARG(dtype == DType::Float32 || dtype == DType::Float64, "write_tensor_file: unknown dtype");

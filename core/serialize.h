@@ -55,6 +55,13 @@ using Meta = std::map<std::string, std::string>;
 std::string encode_u64s(const std::vector<uint64_t>& v);  // 8 bytes little-endian each
 // Throws hddp::Error naming `what` if the size is not a multiple of 8.
 std::vector<uint64_t> decode_u64s(const std::string& bytes, const std::string& what);
+// A vector of floats or doubles as bytes (little-endian, as in memory) and back (checkpoint
+// records); decode throws hddp::Error naming `what` when the size is not a multiple of the
+// value size.
+std::string encode_floats(const std::vector<float>& v);
+std::vector<float> decode_floats(const std::string& bytes, const std::string& what);
+std::string encode_doubles(const std::vector<double>& v);
+std::vector<double> decode_doubles(const std::string& bytes, const std::string& what);
 
 // Generic level: any named tensors of one dtype plus metadata.
 struct TensorRef {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -216,6 +217,26 @@ std::string quote_input(std::string_view s, size_t max_bytes) {
   q += "'";
   if (n < s.size()) q += "... (" + std::to_string(s.size()) + " bytes)";
   return q;
+}
+
+std::string file_creation_error(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  if (access(dir.c_str(), W_OK | X_OK) == 0) return "";
+  return "cannot write into directory '" + dir + "': " + std::strerror(errno);
+}
+
+std::string exact_string(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+std::string user_message(const std::string& what) {
+  const size_t p = what.find(".cpp:");
+  if (p == std::string::npos) return what;
+  const size_t q = what.find(": ", p + 5);
+  return q == std::string::npos ? what : what.substr(q + 2);
 }
 
 }  // namespace hddp

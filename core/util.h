@@ -89,4 +89,14 @@ int64_t checked_product(const std::vector<int64_t>& dims, const std::string& wha
 // "... (N bytes)". Messages go to every rank and to logs: a 4 GiB header is never copied whole.
 std::string quote_input(std::string_view s, size_t max_bytes = 200);
 
+// "" when a file can be created at `path` (its directory, "." for a bare name, is writable and
+// searchable), else "cannot write into directory 'D': <reason>".
+std::string file_creation_error(const std::string& path);
+
+// v with every digit a double needs to read back the same ("%.17g"): identities, metadata.
+std::string exact_string(double v);
+
+// hddp::Error messages start with "file.cpp:123: "; users need only the rest.
+std::string user_message(const std::string& what);
+
 }  // namespace hddp

@@ -210,7 +210,7 @@ std::string find_mnist_file(const std::string& dir, const std::string& name) {
     if (file_exists(p)) return p;
   HDDP_CHECK(file_exists(dir), "read_mnist: no directory '" << dir << "'. Fashion-MNIST comes with the Debian package "
                                "dataset-fashion-mnist (apt-get install dataset-fashion-mnist: " << kFashionMnistDir
-                               << "), or give a directory holding the four IDX files (mnist_train --data DIR)");
+                               << "), or give the directory that holds the four IDX files");
   HDDP_CHECK(false, "read_mnist: no '" << name << ".gz' or '" << name << "' in '" << dir << "' (the four IDX files of "
                     "Fashion-MNIST or MNIST: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-...)");
 }

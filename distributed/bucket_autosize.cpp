@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include <hddp/core/loss.h>
 #include <hddp/core/util.h>
 #include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
@@ -63,12 +64,13 @@ BackwardProfile measure_backward(MPI_Comm comm, Sequential<float>& model, const 
   model.set_backward_hook([&](size_t, int64_t from) { ev.push_back({from, seconds_since(t0)}); });
   std::vector<std::vector<double>> t(L + 1);  // per event (and the total, last), over reps
   std::vector<int64_t> offsets;
+  MseLoss<float> mse(model.out_features());
   for (int r = -warmup; r < reps; ++r) {
     model.zero_grad();
-    model.forward({x, size_t(batch * model.in_features())}, batch);
+    mse.forward(model.forward({x, size_t(batch * model.in_features())}, batch), target, batch);
     ev.clear();
     t0 = Clock::now();
-    model.backward(target);
+    model.backward(mse.grad());
     const double total = seconds_since(t0);
     HDDP_CHECK(ev.size() == L, "measure_backward: expected " << L << " hook calls, got " << ev.size());
     if (r < 0) continue;

@@ -52,7 +52,7 @@ void replicate(MPI_Comm comm, float* params, int64_t n, const std::vector<ParamS
 }
 
 DistributedModel::DistributedModel(MPI_Comm comm, Module<float>& model, ReducerOptions options, Trace* trace)
-    : model_(model), sequential_(dynamic_cast<Sequential<float>*>(&model)) {
+    : model_(model) {
   ParamArena<float>& arena = model.arena();
   grads_ = arena.grads(), n_ = arena.size();
   const std::vector<ParamSlice> layout = param_layout(arena.views());
@@ -63,11 +63,6 @@ DistributedModel::DistributedModel(MPI_Comm comm, Module<float>& model, ReducerO
 
 DistributedModel::~DistributedModel() { model_.set_backward_hook(nullptr); }
 
-Sequential<float>& DistributedModel::model() {
-  HDDP_CHECK(sequential_, "DistributedModel::model(): the model is not a Sequential (use module())");
-  return *sequential_;
-}
-
 void DistributedModel::grads_ready_from(int64_t from) {
   if (check_finite_ && from < ready_from_) {
     if (non_finite_at_ < 0 && !all_finite(ready_from_ - from, grads_ + from)) non_finite_at_ = from;
@@ -76,18 +71,12 @@ void DistributedModel::grads_ready_from(int64_t from) {
   reducer_->grads_ready_from(from);  // launches the buckets that became ready
 }
 
-void DistributedModel::start_step() {
+void DistributedModel::backward(const float* dY) {
   ready_from_ = n_;
   non_finite_at_ = -1;
   reducer_->begin_step();
-}
-
-void DistributedModel::backward(const float* target) {
-  backward_with([&] { model().backward(target); });
-}
-
-void DistributedModel::backward_from(const float* dY) {
-  backward_with([&] { model().backward_from(dY); });
+  model_.backward(dY);  // calls grads_ready_from as its layers finish
+  reducer_->finish();
 }
 
 }  // namespace hddp

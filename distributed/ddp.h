@@ -20,42 +20,35 @@ void replicate(MPI_Comm comm, float* params, int64_t n, const std::vector<ParamS
 
 // Wraps a model (which must outlive it): construction replicates it (replicate(): the same
 // model on every rank, rank 0's parameters everywhere), then builds its Reducer over the
-// model's gradient arena and takes the model's backward hook; a backward then runs with its
-// gradient buckets reduced as they complete, and returns with gradients averaged over ranks.
-// Any Module works (core/model.h: an arena and a backward hook); backward(target) and
-// backward_from(dY) are Sequential's backward, backward_with(f) anyone's.
+// model's gradient arena and takes the model's backward hook. backward(dY) then runs the
+// model's backward with its gradient buckets reduced as they complete, and returns with the
+// gradients averaged over the ranks. Any Module works (core/model.h).
+//
+//   DistributedModel ddp(env.comm(), model, options);
+//   model.zero_grad();
+//   xent.forward(model.forward(x, rows), labels, rows);
+//   ddp.backward(xent.grad());     // model.backward + the allreduce of every bucket
 class DistributedModel {
  public:
   DistributedModel(MPI_Comm comm, Module<float>& model, ReducerOptions options = {}, Trace* trace = nullptr);
   ~DistributedModel();
-
   DistributedModel(const DistributedModel&) = delete;  // the backward hook holds `this`
   DistributedModel& operator=(const DistributedModel&) = delete;
-
-  void backward(const float* target);      // Sequential: MSE loss backward + reduction
-  void backward_from(const float* dY);     // Sequential: other losses
-  // Any model: run() is the model's backward (which calls the hook as gradients become final).
-  template <class F>
-  void backward_with(F&& run) {
-    start_step();
-    run();
-    reducer_->finish();
-  }
-
+  // The model's backward from dLoss/dOutput (a loss's grad(), core/loss.h), then the
+  // reduction: on return every rank holds the same averaged gradients.
+  void backward(const float* dY);
   Module<float>& module() { return model_; }
-  // The model as a Sequential; throws if it is another kind of Module.
-  Sequential<float>& model();
   Reducer& reducer() { return *reducer_; }
-
   // Gradient accumulation (PyTorch DDP's no_sync): while on, backward only adds this rank's
   // gradients into the arena, with no communication; the first backward with it off reduces
   // the accumulated sum (call zero_grad only before the first of the accumulated passes).
   void set_no_sync(bool on) { reducer_->set_no_sync(on); }
-
-  // The non-finite check: with it on, each layer's own gradients (local, not yet averaged) are
-  // checked for NaN/Inf as backward hands them to the reducer, before their bucket is launched.
-  // non_finite_at(): the arena offset of the first non-finite gradient of the last backward
-  // (in the layer backward reached first), or -1; view_containing() names its parameter.
+  // A diagnostic, off by default: each layer's own gradients (local, not yet averaged) checked
+  // for NaN/Inf as backward hands them to the reducer, before their bucket is launched (one
+  // more read of the gradients per step). non_finite_at(): the arena offset of the first
+  // non-finite gradient of the last backward (in the layer backward reached first), or -1;
+  // view_containing() names its parameter. Without it, the training loop's one pass over the
+  // averaged gradients (train/stop_guard.h) still finds every NaN/Inf, without naming the rank.
   void set_check_finite(bool on) { check_finite_ = on; }
   int64_t non_finite_at() const { return non_finite_at_; }
 

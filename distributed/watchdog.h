@@ -42,7 +42,7 @@ namespace hddp {
 struct WatchdogOptions {
   double timeout_s = 300;  // a wait longer than this is a stall; 0 turns the watchdog off
   double grace_s = 5;      // how long the roll call waits for answers (capped at timeout_s)
-  int exit_code = 4;       // MPI_Abort's code on a stall (poly_train: kExitStall)
+  int exit_code = 4;       // MPI_Abort's code on a stall (the run kit's Exit::Stall, train/exit_code.h)
 };
 
 // Where a rank is: what it waits for, at which epoch, for how long. Sent as bytes in roll

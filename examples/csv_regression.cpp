@@ -1,31 +1,36 @@
 // csv_regression: an MLP fitted data-parallel to the numeric columns of a CSV file, with what a
 // real run needs from the run kit: checkpoints and --resume, SIGTERM/SIGUSR1 -> checkpoint ->
-// exit 75, NaN/Inf -> exit 3, metrics summed over the ranks, metrics.csv and loss.pdf.
+// exit 75 (inside an epoch too), NaN/Inf -> exit 3, metrics summed over the ranks, metrics.csv
+// and loss.pdf.
 //   mpiexec -n 2 csv_regression DATA.csv TARGET OUT [EPOCHS [CHECKPOINT]]
-// Every column but TARGET is a feature; both are scaled to [-1, 1]. A signal is acted on at
-// the end of the epoch it arrives in (epochs of a CSV file are short).
+// Every column but TARGET is a feature; both are scaled to [-1, 1].
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <hddp/core/loss.h>
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/scaler.h>
+#include <hddp/core/util.h>
 #include <hddp/data/csv.h>
 #include <hddp/data/sampler.h>
-#include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
-#include <hddp/train/exit_code.h>
-#include <hddp/train/metrics.h>
+#include <hddp/train/all_ranks.h>
+#include <hddp/train/metrics_table.h>
 #include <hddp/train/plot.h>
-#include <hddp/train/run_file.h>
-#include <hddp/train/run_log.h>
-#include <hddp/train/stop_guard.h>
+#include <hddp/train/rank_sums.h>
+#include <hddp/train/training_run.h>
 
 using namespace hddp;
+
+int usage(const mpi::Env& env, const std::string& err) {
+  if (env.root()) std::fprintf(stderr, "csv_regression: %s\n", err.c_str());
+  return code(Exit::Usage);  // every rank, before any training
+}
 
 int train(mpi::Env& env, int argc, char** argv) {
   const int64_t batch = 32, epochs = argc > 4 ? std::atoll(argv[4]) : 20;
@@ -36,10 +41,7 @@ int train(mpi::Env& env, int argc, char** argv) {
     } catch (const Error& e) {
       err = user_message(e.what());
     }
-  if (!(err = agree_on_error(env, err)).empty()) {
-    if (env.root()) std::fprintf(stderr, "csv_regression: %s\n", err.c_str());
-    return code(Exit::Usage);  // every rank, before any training
-  }
+  if (!(err = agree_on_error(env, err)).empty()) return usage(env, err);
   MinMaxScaler sx(-1, 1), sy(-1, 1);  // fitted on the whole file: the same on every rank
   sx.fit(d.x.data(), d.count, d.features()), sx.transform(d.x.data(), d.count, d.features(), d.x.data());
   sy.fit(d.y.data(), d.count, d.target_width), sy.transform(d.y.data(), d.count, d.target_width, d.y.data());
@@ -49,57 +51,53 @@ int train(mpi::Env& env, int argc, char** argv) {
   Adam<float> adam(model.num_params(), {.lr = 1e-3});
   const DistributedSampler sampler(d.count, 7, env.rank(), env.size());
   const int64_t steps = sampler.steps(batch);
-  Watchdog watchdog(env.comm(), {.timeout_s = 300, .exit_code = code(Exit::Stall)});
-  RunFile run(env, watchdog, {.path = argc > 5 ? argv[5] : "", .resume = true, .identity = {{"layers", model.describe()},
-              {"data", std::string(argv[1]) + ", " + std::to_string(d.count) + " rows"}}, .total_steps = epochs * steps});
-  if (!(err = run.resume(model.arena(), adam)).empty()) {
-    if (env.root()) std::fprintf(stderr, "csv_regression: %s\n", err.c_str());
-    return code(Exit::Usage);
-  }
+  // The epoch's sums on this rank (a checkpoint inside an epoch keeps them), the metrics so far.
+  double sse = 0, rows_seen = 0;
   MetricsTable metrics({"epoch", "mse"});
-  if (run.start() > 0) metrics = MetricsTable::decode(run.records().at("metrics"), {"epoch", "mse"}, "the checkpoint");
-
-  DistributedModel ddp(env.comm(), model);  // rank 0's weights on every rank
-  ddp.set_check_finite(true);
-  StopGuard guard(env, watchdog, {.program = "csv_regression", .total_steps = epochs * steps}, run.start(),
-                  [&] { return run.kept_note(); });
-  std::vector<float> x(size_t(batch * d.features())), y(size_t(batch * d.target_width));
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t epoch = run.start() / steps; epoch < epochs; ++epoch) {
-    const std::vector<int64_t> order = sampler.order(epoch + 1);
-    RankSums sums;
-    int stop = 0;
-    for (int64_t s = 0; s < steps; ++s) {  // the step: forward, loss, backward, verdict, update
-      const int64_t rows = std::min(batch, sampler.per_rank() - s * batch);
-      d.gather(order.data() + s * batch, rows, x.data(), y.data());
-      model.zero_grad();
-      model.forward(std::span(x).first(size_t(rows * d.features())), rows);
-      const float loss = model.loss(y.data());
-      ddp.backward(y.data());
-      const StopGuard::Verdict v = guard.check(epoch * steps + s, loss, ddp, s + 1 == steps);
-      if (v.non_finite) return finish_together(env, watchdog, Exit::NonFinite);
-      adam.step(model.params(), model.grads());
-      sums.add("sse", double(loss) * double(rows)), sums.add("rows", double(rows));
-      stop = stop ? stop : v.signal;
-    }
-    const RankSums::Totals t = sums.reduce(env, &watchdog, "the epoch's loss");
-    metrics.add({double(epoch + 1), t.at("sse") / t.at("rows")});
-    run.save((epoch + 1) * steps, model.arena(), adam, nullptr, {{"metrics", metrics.encode()}});
-    if (env.root())
-      std::printf("epoch %lld/%lld: mse %.5f (scaled), %s\n", (long long)(epoch + 1), (long long)epochs,
-                  metrics.rows().back()[1], eta(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), (epoch + 1) * steps - run.start(), (epochs - epoch - 1) * steps).c_str());
-    if (stop && epoch + 1 < epochs) {
-      if (env.root()) std::fprintf(stderr, "csv_regression: %s: stopped after epoch %lld%s\n", signal_name(stop), (long long)(epoch + 1), run.kept_note().c_str());
-      return finish_together(env, watchdog, Exit::Stopped);
-    }
+  TrainingRun run(env, model, adam,
+                  {.program = "csv_regression", .epochs = epochs, .steps_per_epoch = steps,
+                   .checkpoint = argc > 5 ? argv[5] : "", .resume = true,
+                   .identity = {{"layers", model.describe()}, {"data", std::string(argv[1]) + ", " + std::to_string(d.count) + " rows"}},
+                   .checkpoint_every = 1,
+                   .records = [&](int64_t) { return std::map<std::string, std::string>{{"metrics", metrics.encode()}}; },
+                   .rank_values = [&] { return std::vector<double>{sse, rows_seen}; }});
+  if (!(err = run.begin()).empty()) return usage(env, err);
+  if (run.first_step() > 0) {
+    metrics = MetricsTable::decode(run.records().at("metrics"), {"epoch", "mse"}, "the checkpoint");
+    sse = run.rank_values().at(0), rows_seen = run.rank_values().at(1);
   }
+  const auto epoch_end = [&](int64_t epoch) {  // after the epoch's last update
+    RankSums sums;
+    sums.add("sse", sse), sums.add("rows", rows_seen);
+    sse = rows_seen = 0;
+    const RankSums::Totals t = sums.reduce(env, &run.watchdog(), "the epoch's loss");
+    metrics.add({double(epoch + 1), t.at("sse") / t.at("rows")});
+    if (env.root())
+      run.log().line("epoch %lld/%lld: mse %.5f (scaled), %s\n", (long long)(epoch + 1), (long long)epochs, metrics.rows().back()[1],
+                     eta(run.train_seconds(), (epoch + 1) * steps - run.first_step(), (epochs - epoch - 1) * steps).c_str());
+  };
+  MseLoss<float> mse(d.target_width);
+  std::vector<float> x(size_t(batch * d.features())), y(size_t(batch * d.target_width));
+  std::vector<int64_t> order;
+  for (int64_t step = run.first_step(); step < run.total_steps(); ++step) {  // forward, loss, backward; the kit ends it
+    const int64_t s = step % steps, rows = std::min(batch, sampler.per_rank() - s * batch);
+    if (s == 0 || order.empty()) order = sampler.order(step / steps + 1);
+    d.gather(order.data() + s * batch, rows, x.data(), y.data());
+    model.zero_grad();
+    const double loss = mse.forward(model.forward(std::span(x).first(size_t(rows * d.features())), rows), y.data(), rows);
+    run.ddp().backward(mse.grad());
+    sse += loss * double(rows), rows_seen += double(rows);
+    if (const std::optional<int> exit = run.end_step(step, loss, epoch_end)) return *exit;
+  }
+  run.log().flush();
   if (env.root()) {
     const std::string out = argv[3];
     metrics.write_csv(out + "/metrics.csv");
-    Series mse{"training MSE", "with linespoints lw 2 pt 7", {}};
-    for (const std::vector<double>& r : metrics.rows()) mse.points.emplace_back(r[0], r[1]);
-    if (gnuplot_available()) plot_pdf(out + "/loss.pdf", {{"Training loss", "epoch", "MSE (scaled)", {mse}, "", ""}});
-    std::printf("wrote %s/metrics.csv%s\n", out.c_str(), gnuplot_available() ? " and loss.pdf" : "");
+    Series curve{"training MSE", "with linespoints lw 2 pt 7", {}};
+    for (const std::vector<double>& r : metrics.rows()) curve.points.emplace_back(r[0], r[1]);
+    const bool plot = gnuplot_or_warn("loss.pdf", "metrics.csv");
+    if (plot) plot_pdf(out + "/loss.pdf", {{"Training loss", "epoch", "MSE (scaled)", {curve}, "", ""}});
+    std::printf("wrote %s/metrics.csv%s\n", out.c_str(), plot ? " and loss.pdf" : "");
   }
   return code(Exit::Ok);
 }

@@ -11,8 +11,10 @@
 // blocking), the rest kept in memory (up to 1 MiB, then counted and dropped) and written when
 // the stream takes it again. A regular file never blocks and is written directly; where the
 // second opening is refused (a socket), poll() decides, a chunk at a time. flush() writes the
-// rest, blocking: call it when training is over. loss.csv holds every loss, whatever happens
-// to these lines.
+// rest, blocking: call it when training is over. Keep what must not be lost in files (a
+// metrics table, a loss history), not only in these lines.
+//
+// eta() words the time left for a progress line.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -20,11 +22,25 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdarg>
 #include <cstdio>
 #include <string>
 
 namespace hddp {
+
+// "ETA 12 s", "ETA 3 min 20 s", "ETA 1 h 05 min": the time `left` steps take at the rate of
+// `done` steps in `elapsed_s` seconds ("ETA ?" before the first).
+inline std::string eta(double elapsed_s, int64_t done, int64_t left) {
+  if (done <= 0 || !(elapsed_s >= 0)) return "ETA ?";
+  const double s = elapsed_s / double(done) * double(left);
+  char b[64];
+  if (s < 60) std::snprintf(b, sizeof b, "ETA %.0f s", s);
+  else if (s < 3600) std::snprintf(b, sizeof b, "ETA %d min %02d s", int(s / 60), int(std::fmod(s, 60)));
+  else std::snprintf(b, sizeof b, "ETA %d h %02d min", int(s / 3600), int(std::fmod(s, 3600) / 60));
+  return b;
+}
 
 class LineLog {
  public:

@@ -29,6 +29,13 @@ bool gnuplot_available() {
   return false;
 }
 
+bool gnuplot_or_warn(const std::string& pdf, const std::string& instead) {
+  if (gnuplot_available()) return true;
+  std::fprintf(stderr, "warning: gnuplot not found (HDDP_GNUPLOT or PATH); %s not drawn (%s holds the results). "
+                       "Install it (Debian: apt-get install gnuplot-nox) or pass --no-plot.\n", pdf.c_str(), instead.c_str());
+  return false;
+}
+
 void plot_pdf(const std::string& path, const std::vector<Panel>& panels, const std::string& title, double width_in,
               double height_in) {
   HDDP_CHECK(gnuplot_available(), "cannot draw '" << path << "': gnuplot not found (HDDP_GNUPLOT or PATH; Debian: "

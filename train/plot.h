@@ -28,6 +28,9 @@ struct Panel {
 // The gnuplot program: $HDDP_GNUPLOT, else "gnuplot" found on PATH; whether it can be run.
 std::string gnuplot_program();
 bool gnuplot_available();
+// gnuplot_available(), else false after a warning on stderr: "<pdf> not drawn (<instead>
+// holds the results)", with how to install it or turn the plot off (--no-plot).
+bool gnuplot_or_warn(const std::string& pdf, const std::string& instead);
 
 // Draws the panels side by side into `path` (width x height inches); throws hddp::Error naming
 // the file when gnuplot fails or is missing (check gnuplot_available() first to warn instead).

@@ -9,122 +9,12 @@
 
 #include <hddp/core/checkpoint.h>
 #include <hddp/core/safetensors.h>
+#include <hddp/core/serialize.h>
 #include <hddp/core/util.h>
+#include <hddp/train/all_ranks.h>
 #include <hddp/kernels/elementwise.h>
 
 namespace hddp {
-
-std::string user_message(const std::string& what) {
-  const size_t p = what.find(".cpp:");
-  if (p == std::string::npos) return what;
-  const size_t q = what.find(": ", p + 5);
-  return q == std::string::npos ? what : what.substr(q + 2);
-}
-
-namespace {
-// A message sent to every rank is at most 4 KiB (the readers quote at most 200 bytes of their
-// input; this bounds whatever else a message may carry).
-constexpr size_t kMaxMessage = 4096;
-std::string bounded(const std::string& err) {
-  if (err.size() <= kMaxMessage) return err;
-  return err.substr(0, kMaxMessage) + "... (" + std::to_string(err.size()) + " bytes)";
-}
-}  // namespace
-
-std::string agree_on_error(const mpi::Env& env, const std::string& err) {
-  const int mine = err.empty() ? env.size() : env.rank();
-  int first = 0;
-  HDDP_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, env.comm()));
-  if (first == env.size()) return "";
-  const std::string msg = mpi::bcast_string(bounded(err), first, env.comm());
-  return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
-}
-
-namespace {
-
-constexpr int64_t kChunk = int64_t(1) << 30;  // MPI counts are int
-
-// A string from `root` to every rank (its length first), every wait through the watchdog: a
-// rank that never arrives ends the job with the stall exit code instead of hanging it.
-std::string watched_bcast_string(const mpi::Env& env, Watchdog& watchdog, std::string s, int root, const char* what) {
-  int64_t len = int64_t(s.size());
-  MPI_Request req;
-  HDDP_MPI(MPI_Ibcast(&len, 1, MPI_INT64_T, root, env.comm(), &req));
-  watchdog.wait(&req, what);
-  s.resize(size_t(len));
-  for (int64_t at = 0; at < len; at += kChunk) {
-    HDDP_MPI(MPI_Ibcast(s.data() + at, int(std::min(kChunk, len - at)), MPI_CHAR, root, env.comm(), &req));
-    watchdog.wait(&req, what);
-  }
-  return s;
-}
-
-}  // namespace
-
-std::string agree_on_error(const mpi::Env& env, Watchdog& watchdog, const std::string& err) {
-  const int mine = err.empty() ? env.size() : env.rank();
-  int first = 0;
-  MPI_Request req;
-  HDDP_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, env.comm(), &req));
-  watchdog.wait(&req, "the ranks' agreement on the start-up");
-  if (first == env.size()) return "";
-  const std::string msg = watched_bcast_string(env, watchdog, bounded(err), first, "the ranks' agreement on the start-up");
-  return first == 0 ? msg : "rank " + std::to_string(first) + ": " + msg;
-}
-
-int finish_together(const mpi::Env& env, Watchdog& watchdog, Exit code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  MPI_Request req;
-  HDDP_MPI(MPI_Ibarrier(env.comm(), &req));
-  watchdog.wait(&req, "the barrier before stopping");
-  return hddp::code(code);
-}
-
-namespace {
-
-template <class T>
-std::string encode(const std::vector<T>& v) {
-  std::string s(v.size() * sizeof(T), '\0');
-  if (!v.empty()) std::memcpy(s.data(), v.data(), s.size());
-  return s;
-}
-
-template <class T>
-std::vector<T> decode(const std::string& bytes, const std::string& what) {
-  HDDP_CHECK(bytes.size() % sizeof(T) == 0, what << ": " << bytes.size() << " bytes, not a whole number of "
-                                                 << sizeof(T) << "-byte values");
-  std::vector<T> v(bytes.size() / sizeof(T));
-  if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
-
-}  // namespace
-
-std::string encode_floats(const std::vector<float>& v) { return encode(v); }
-std::vector<float> decode_floats(const std::string& bytes, const std::string& what) { return decode<float>(bytes, what); }
-std::string encode_doubles(const std::vector<double>& v) { return encode(v); }
-std::vector<double> decode_doubles(const std::string& bytes, const std::string& what) { return decode<double>(bytes, what); }
-
-std::string load_weights_everywhere(const mpi::Env& env, Watchdog& watchdog, const std::string& path,
-                                    ParamArena<float>& params, const std::string& flag) {
-  std::string bytes, err;
-  if (env.root()) try {
-      test_pause("init-read");
-      bytes = read_file(path);
-    } catch (const Error& e) {
-      err = flag + ": " + user_message(e.what());
-    }
-  err = watched_bcast_string(env, watchdog, err, 0, "the broadcast of the --init weights");
-  if (!err.empty()) return err;
-  bytes = watched_bcast_string(env, watchdog, std::move(bytes), 0, "the broadcast of the --init weights");
-  try {
-    load_weights(parse_safetensors(bytes, path), path, params);
-  } catch (const Error& e) {
-    err = flag + ": " + user_message(e.what());
-  }
-  return agree_on_error(env, watchdog, err);
-}
 
 RunFile::RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options)
     : env_(env), watchdog_(watchdog), o_(std::move(options)), from_(o_.path) {
@@ -142,11 +32,8 @@ RunFile::~RunFile() { watchdog_.set_note(nullptr); }
 std::string RunFile::check_and_read(std::string& bytes, bool& read) {
   const std::string& path = o_.path;
   const std::string prev = previous_checkpoint(path);
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   const bool have_newest = file_exists(path), have_prev = file_exists(prev);
-  if (access(dir.c_str(), W_OK | X_OK) != 0)
-    return o_.flag + ": cannot write into directory '" + dir + "': " + std::strerror(errno);
+  if (const std::string err = file_creation_error(path); !err.empty()) return o_.flag + ": " + err;
   if ((have_newest || have_prev) && !o_.resume)
     return o_.flag + ": '" + (have_newest ? path : prev) +
            "' exists; pass --resume to continue from it, or remove it to start over";

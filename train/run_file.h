@@ -24,7 +24,7 @@
 // damaged PATH and keeps PATH.prev. Both unusable: an error naming both. Whether a file fits
 // this run (identity, model) is not a reason to fall back: another run's file is refused.
 //
-// Every collective of resume() and of load_weights_everywhere() waits through the watchdog,
+// Every collective of resume() (and of load_weights_everywhere(), train/all_ranks.h) waits through the watchdog,
 // like a step's: a rank that never arrives ends the job with the stall exit code.
 #include <cstdint>
 #include <map>
@@ -93,32 +93,5 @@ class RunFile {
   std::string kept_;                // the checkpoint on disk now ("" : none written or resumed)
   bool keep_previous_ = true;       // rank 0: the next save keeps PATH as PATH.prev
 };
-
-// --init FILE (collective, every wait through the watchdog): rank 0 reads safetensors weights,
-// every rank parses the same bytes and loads them into params (core/safetensors.h). "" or the
-// error, the same on every rank; params are unchanged then.
-std::string load_weights_everywhere(const mpi::Env& env, Watchdog& watchdog, const std::string& path,
-                                    ParamArena<float>& params, const std::string& flag = "--init");
-
-// A verdict every rank reached on its own (each read a file, say), collective: "" when all
-// succeeded, else the first failing rank's message, prefixed with its rank when it is not 0.
-// The first form before the watchdog exists (reading the data); the second waits through it.
-std::string agree_on_error(const mpi::Env& env, const std::string& err);
-std::string agree_on_error(const mpi::Env& env, Watchdog& watchdog, const std::string& err);
-
-// Ends a run on every rank together (collective): stdio flushed, then a barrier through the
-// watchdog, so every rank has printed and rank 0 has written before any rank exits (mpiexec
-// tears the job down at the first non-zero exit). Returns code(code), for main to return.
-int finish_together(const mpi::Env& env, Watchdog& watchdog, Exit code);
-
-// hddp::Error messages start with "file.cpp:123: "; users need only the rest.
-std::string user_message(const std::string& what);
-
-// Records: a vector of floats or doubles as bytes (little-endian, as in memory) and back;
-// decode throws hddp::Error naming `what` when the size is not a multiple of the value size.
-std::string encode_floats(const std::vector<float>& v);
-std::vector<float> decode_floats(const std::string& bytes, const std::string& what);
-std::string encode_doubles(const std::vector<double>& v);
-std::vector<double> decode_doubles(const std::string& bytes, const std::string& what);
 
 }  // namespace hddp

@@ -81,8 +81,9 @@ int64_t StopGuard::next_interval(int64_t step) const {
 StopGuard::Verdict StopGuard::check(int64_t step, double loss, DistributedModel& ddp, bool agree_now) {
   note_local(step, loss, ddp);
   const ParamArena<float>& arena = ddp.module().arena();
-  const bool averaged_bad = !all_finite(arena.size(), arena.grads());
   Verdict v;
+  v.grad_sq = sum_sq(arena.size(), arena.grads());  // the one pass: NaN/Inf anywhere makes it so
+  const bool averaged_bad = !std::isfinite(v.grad_sq);
   if (!(averaged_bad || agree_now || step == next_check_ || step + 1 == o_.total_steps)) return v;
   int64_t in[3] = {-int64_t(stop_signal()), local_bad_, next_interval(step)}, out[3];
   MPI_Request req;
@@ -110,7 +111,7 @@ void StopGuard::report_non_finite(int64_t step, int64_t first_bad) const {
   else
     std::fprintf(stderr,
                  "%s: error: NaN/Inf in the gradients averaged over the ranks at %s (every "
-                 "rank's own loss and gradients were finite: the sum overflowed); all ranks stopped%s\n",
+                 "rank's loss was finite: a gradient of a rank's own, or their sum, was not); all ranks stopped%s\n",
                  o_.program.c_str(), where(step).c_str(), kept_().c_str());
 }
 

@@ -4,9 +4,10 @@
 //
 //   - install_stop_handlers(): SIGTERM and SIGUSR1 only set a flag (after MPI_Init, so nothing
 //     Open MPI installs replaces the handlers).
-//   - check(), after each backward: each rank notes its first non-finite loss or own gradient
-//     (DistributedModel::set_check_finite checks each layer's local gradients before its bucket
-//     is launched). Every `check_every` steps (and when asked: at a checkpoint, at the last step,
+//   - check(), after each backward: one pass over the averaged gradients gives their sum of
+//     squares (finite exactly when every gradient is: the norm clipping takes it too, so the
+//     gradients are read once per step); each rank notes its first non-finite loss (and own
+//     gradient, when DistributedModel::set_check_finite is on). Every `check_every` steps (and when asked: at a checkpoint, at the last step,
 //     and at once when the averaged gradients - the same on every rank - are not finite) the
 //     ranks agree with one MPI_Allreduce of three int64 (MIN): the signal, the earliest
 //     (step, rank) that was not finite, and the next interval. The agreement happens at the same
@@ -17,9 +18,11 @@
 //   for (step = start; step < n; ++step) {
 //     ... forward, loss, ddp.backward(...)
 //     const StopGuard::Verdict v = guard.check(step, loss, ddp, checkpoint_due);
-//     if (v.non_finite) return stop_together(Exit::NonFinite);
+//     if (v.non_finite) return finish_together(env, watchdog, Exit::NonFinite);
+//     clip_grad_norm(n, grads, max_norm, std::sqrt(v.grad_sq));  // if clipping
 //     opt.step(...);
-//     if (v.signal) { checkpoint; return stop_together(Exit::Stopped); }
+//     if (v.signal) { checkpoint; return finish_together(env, watchdog, Exit::Stopped); }
+// TrainingRun (train/training_run.h) does all of this in end_step().
 //   }
 #include <chrono>
 #include <cstdint>
@@ -56,6 +59,7 @@ class StopGuard {
   struct Verdict {
     int signal = 0;           // the agreed stop signal, 0 for none
     bool non_finite = false;  // a loss or gradient was not finite: stop before the optimizer step
+    double grad_sq = 0;       // the sum of squares of the averaged gradients (their one pass)
   };
   // After backward of `step`: notes this rank's first non-finite value, and agrees with the
   // other ranks when it is time (always when `agree_now`). On non-finite values every rank

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <thread>
 
 #include <vector>
@@ -23,6 +24,7 @@
 #include <hddp/distributed/mpi_env.h>
 #include <hddp/distributed/reducer.h>
 #include <hddp/distributed/watchdog.h>
+#include <hddp/train/training_run.h>
 #include "common/run_options.h"
 
 namespace hddp::drivers {
@@ -75,9 +77,22 @@ inline std::string agree_on_options(const mpi::Env& env, const std::string& err,
 }
 
 
-// The reducer as the parallelism options ask for it, its buckets waiting through the watchdog.
+// Rank 0 checks that the files named by output flags ({flag, path}; "" paths skipped) can be
+// created in their directories; every rank learns the verdict ("" or the error).
+inline std::string check_output_files(const mpi::Env& env, const std::vector<std::pair<const char*, std::string>>& files) {
+  std::string err;
+  if (env.root())
+    for (const auto& [flag, path] : files)
+      if (!path.empty() && !(err = file_creation_error(path)).empty()) {
+        err = std::string(flag) + ": " + err;
+        break;
+      }
+  return mpi::bcast_string(err, 0, env.comm());
+}
+
+// The reducer as the parallelism options ask for it.
 // "auto" caps start at the defaults; autosize() replaces them.
-inline ReducerOptions reducer_options(const cli::ParallelOptions& o, Watchdog& watchdog) {
+inline ReducerOptions reducer_options(const cli::ParallelOptions& o) {
   const cli::ParallelOptions d;
   ReducerOptions r;
   r.bucket_cap_bytes = std::max<int64_t>(4, int64_t(o.bucket_mb.value_or(*d.bucket_mb) * 1048576.0));
@@ -87,7 +102,17 @@ inline ReducerOptions reducer_options(const cli::ParallelOptions& o, Watchdog& w
   // Thread mode: on the core OpenMP leaves free, if any (OMP_PLACES=cores OMP_PROC_BIND=close
   // and OMP_NUM_THREADS below the rank's cores); else it shares the master's.
   r.progress_cpu = spare_progress_cpu();
-  r.watchdog = &watchdog;  // the buckets wait through it, so a rank that stops arriving is named
+  return r;
+}
+
+// The run kit's options (train/training_run.h) as the shared option groups give them; the
+// driver adds its program name, steps per epoch, identity, records and schedule.
+inline TrainingRunOptions training_run_options(const cli::TrainingOptions& t, const cli::ParallelOptions& p,
+                                               const cli::CheckpointOptions& c) {
+  TrainingRunOptions r;
+  r.epochs = t.epochs, r.clip_grad_norm = t.clip_grad_norm;
+  r.checkpoint = c.checkpoint, r.resume = c.resume, r.checkpoint_every = c.checkpoint_every, r.check_every = c.check_every;
+  r.timeout_s = p.timeout, r.reducer = reducer_options(p);
   return r;
 }
 

@@ -2,16 +2,10 @@
 
 #include <cstdio>
 
-#include <hddp/train/run_file.h>  // user_message
+#include <hddp/core/util.h>  // exact_string, user_message
 
 namespace hddp::cli {
 namespace {
-
-std::string exact(double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
 
 // The names of `values` (their to_string) for one_of: one spelling, kept by the enum.
 template <class E>
@@ -169,13 +163,13 @@ Inject to_inject(const std::string& v) {
 
 std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
   std::map<std::string, std::string> id{{"optimizer", to_string(o.optimizer)},
-                                        {"lr", exact(o.lr)},
+                                        {"lr", exact_string(o.lr)},
                                         {"batch_size", std::to_string(o.batch_size)},
                                         {"seed", std::to_string(o.seed)}};
-  if (o.optimizer == OptimizerKind::Sgd) id["momentum"] = exact(o.momentum);
-  if (o.decay() != 0) id["weight_decay"] = exact(o.decay());
+  if (o.optimizer == OptimizerKind::Sgd) id["momentum"] = exact_string(o.momentum);
+  if (o.decay() != 0) id["weight_decay"] = exact_string(o.decay());
   if (o.lr_schedule != "constant" || o.warmup > 0) id["lr_schedule"] = o.lr_schedule + ", warmup " + std::to_string(o.warmup);
-  if (o.clip_grad_norm > 0) id["clip_grad_norm"] = exact(o.clip_grad_norm);
+  if (o.clip_grad_norm > 0) id["clip_grad_norm"] = exact_string(o.clip_grad_norm);
   if (o.precision != Precision::Float) id["precision"] = to_string(o.precision);
   return id;
 }

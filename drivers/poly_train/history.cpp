@@ -1,7 +1,7 @@
 #include "poly_train/history.h"
 
 #include <hddp/kernels/check.h>
-#include <hddp/train/run_file.h>
+#include <hddp/core/serialize.h>
 
 namespace poly {
 

@@ -13,10 +13,10 @@
 #include <hddp/core/util.h>
 #include <hddp/train/line_log.h>
 #include <hddp/train/plot.h>
-#include <hddp/train/run_log.h>
+#include <hddp/train/json_lines.h>
 #include <hddp/kernels/gemm.h>
 #include <hddp/kernels/check.h>
-#include <hddp/train/run_file.h>
+#include <hddp/train/all_ranks.h>
 
 namespace poly {
 namespace {
@@ -108,6 +108,7 @@ void PhaseTimes::add(const Clock::time_point (&t)[4], hddp::Trace* trace) {
 }
 
 void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& run, hddp::DistributedModel& ddp,
+                hddp::Sequential<float>& model,
                 const Scalers& scale, const std::vector<std::vector<float>>& history, hddp::Trace* trace) {
   const int size = env.size();
   const hddp::ReducerStats& rs = ddp.reducer().stats();
@@ -118,7 +119,6 @@ void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& r
   const std::string trace_doc = trace ? gather_trace(env, *trace) : std::string();
   if (!env.root()) return;
 
-  hddp::Sequential<float>& model = ddp.model();
   const Curve eval = evaluate(model, scale, o.function, linspace(kXMin, kXMax, kEvalPoints));
   const Curve dense = evaluate(model, scale, o.function, linspace(kXMin - 2.0, kXMax + 2.0, 261));
   double mean_err = 0, max_err = 0;
@@ -174,14 +174,9 @@ void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& r
     g_stats->close();
     g_stats.reset();
   }
-  if (o.plot) {
-    if (!hddp::gnuplot_available()) {
-      std::fprintf(stderr, "warning: gnuplot not found (HDDP_GNUPLOT or PATH); errors.pdf not drawn (the CSVs hold the results). "
-                           "Install it (Debian: apt-get install gnuplot-nox) or pass --no-plot.\n");
-    } else {
-      plot_errors(dir + "errors.pdf", dense, eval, o.epochs, kXMin, kXMax);
-      std::printf("plot evaluation result to %serrors.pdf\n", dir.c_str());
-    }
+  if (o.plot && hddp::gnuplot_or_warn("errors.pdf", "eval.csv")) {
+    plot_errors(dir + "errors.pdf", dense, eval, o.epochs, kXMin, kXMax);
+    std::printf("plot evaluation result to %serrors.pdf\n", dir.c_str());
   }
   std::fflush(stdout);
 }

@@ -48,6 +48,7 @@ struct RunSummary {
 // which evaluates the model on the 32 points and a dense grid, writes the outputs and prints
 // the summary. `history`: rank 0's loss history of every rank.
 void report_run(const hddp::mpi::Env& env, const Options& o, const RunSummary& run, hddp::DistributedModel& ddp,
+                hddp::Sequential<float>& model,
                 const Scalers& scale, const std::vector<std::vector<float>>& history, hddp::Trace* trace);
 
 struct Curve {

@@ -10,6 +10,7 @@
 
 #include <hddp/core/model.h>
 #include <hddp/core/rng.h>
+#include "tests/common/mse.h"
 
 namespace hddp::testing_util {
 
@@ -50,11 +51,11 @@ inline std::vector<double> expect_model_gradient(Sequential<double>& m, std::vec
                                                  const std::vector<double>& Y, int64_t B, int64_t stride = 1) {
   m.zero_grad();
   m.forward(X, B);
-  m.backward(Y.data());
+  hddp::testing::backward_mse(m, Y.data());
   const std::vector<double> g(m.grads(), m.grads() + m.num_params());
   auto loss = [&] {
     m.forward(X, B);
-    return double(m.loss(Y.data()));
+    return double(hddp::testing::mse_of(m, Y.data()));
   };
   for (const ParamView& v : m.param_views())
     for (int64_t k = 0; k < v.size(); k += (v.size() > 1000 ? stride : 1))

@@ -19,6 +19,7 @@
 #include "tests/common/gradcheck.h"
 #include "tests/common/testing.h"
 #include <hddp/core/rng.h>
+#include "tests/common/mse.h"
 
 #ifndef HDDP_CORE_TEST_DATA
 #error "HDDP_CORE_TEST_DATA must name tests/core/data"
@@ -233,9 +234,9 @@ void cnn_matches_pytorch(const Record& r) {
   std::copy(params.begin(), params.end(), m.params());
   const T* y = m.forward(x, B);
   EXPECT_LE(max_rel_err(std::vector<T>(y, y + B * 3), r.v.at("y")), tol<T>());
-  EXPECT_NEAR(double(m.loss(target.data())), r.v.at("loss")[0], tol<T>() * (1 + r.v.at("loss")[0]));
+  EXPECT_NEAR(double(hddp::testing::mse_of(m, target.data())), r.v.at("loss")[0], tol<T>() * (1 + r.v.at("loss")[0]));
   m.zero_grad();
-  m.backward(target.data());
+  hddp::testing::backward_mse(m, target.data());
   const double e = max_rel_err(std::vector<T>(m.grads(), m.grads() + m.num_params()), r.v.at("grads"));
   EXPECT_LE(e, tol<T>());
   std::printf("[CNN vs PyTorch, %s] gradients: largest |ours - torch| / (1 + |torch|) = %.3g\n",
@@ -337,7 +338,7 @@ TEST(ConvThreads, CnnBitwiseAtOneAndTwoThreads) {
     const float* y = m.forward(X, B);
     out[t - 1].assign(y, y + B * 128);
     m.zero_grad();
-    m.backward(T.data());
+    hddp::testing::backward_mse(m, T.data());
     grads[t - 1].assign(m.grads(), m.grads() + m.num_params());
   }
   omp_set_num_threads(saved);
@@ -421,7 +422,7 @@ TEST(Dropout, BackwardIsTheMask) {
     linear_forward<double>(B, n, n, X.data(), m.params(), m.params() + n * n, lin.data());
     for (size_t i = 0; i < mask.size(); ++i) mask[i] = lin[i] == 0 ? 0 : mask[i] / lin[i];
     m.zero_grad();
-    m.backward_from(dY.data());
+    m.backward(dY.data());
     // The bias gradient is the column sums of dropout's dx = dY * mask.
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
@@ -550,7 +551,7 @@ void expect_float_matches_double(const Shape& in, const std::vector<LayerSpec>& 
   const float* yf = f.forward(Xf, B);
   for (int64_t i = 0; i < B * out; ++i) ASSERT_NEAR(yf[i], yd[i], 2e-5 * (1 + std::fabs(yd[i]))) << "output " << i;
   d.zero_grad(), f.zero_grad();
-  d.backward(Td.data()), f.backward(Tf.data());
+  hddp::testing::backward_mse(d, Td.data()), hddp::testing::backward_mse(f, Tf.data());
   double scale = 0;
   for (int64_t i = 0; i < d.num_params(); ++i) scale = std::max(scale, std::fabs(d.grads()[i]));
   for (int64_t i = 0; i < d.num_params(); ++i)

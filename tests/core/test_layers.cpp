@@ -15,6 +15,7 @@
 #include <hddp/core/rng.h>
 #include <hddp/kernels/bf16.h>
 #include <hddp/kernels/check.h>
+#include "tests/common/mse.h"
 
 using namespace hddp;
 using namespace hddp::testing_util;
@@ -70,7 +71,7 @@ TEST(Sequential, PrecisionBf16RunsTheProductsInBf16) {
     m.zero_grad();
     m.forward(X, 16);
     std::vector<float> out(m.output(), m.output() + 16 * 3);
-    m.backward(T.data());
+    hddp::testing::backward_mse(m, T.data());
     out.insert(out.end(), m.grads(), m.grads() + m.num_params());
     return out;
   };
@@ -171,7 +172,7 @@ TEST(Sequential, MlpGradientMatchesFiniteDifferences) {
     const std::vector<double> g = expect_model_gradient(m, X, T, B);
     // A second backward accumulates.
     m.forward(X, B);
-    m.backward(T.data());
+    hddp::testing::backward_mse(m, T.data());
     for (int64_t i = 0; i < m.num_params(); ++i) EXPECT_NEAR(m.grads()[i], 2 * g[i], 1e-14);
   }
 }
@@ -184,11 +185,11 @@ TEST(Sequential, BackwardFromMatchesBackwardWithMseGradient) {
   const double* y = m.forward(X, 4);
   std::vector<double> dY(8);
   mse_backward<double>(8, y, T.data(), dY.data());
-  m.backward_from(dY.data());
+  m.backward(dY.data());
   const std::vector<double> g1(m.grads(), m.grads() + m.num_params());
   m.zero_grad();
   m.forward(X, 4);
-  m.backward(T.data());
+  hddp::testing::backward_mse(m, T.data());
   for (int64_t i = 0; i < m.num_params(); ++i) EXPECT_EQ(m.grads()[i], g1[i]);
 }
 
@@ -216,7 +217,7 @@ TEST(Sequential, LazyZeroGradGivesTheClearedBits) {
   const std::vector<float> once(lazy.grads(), lazy.grads() + lazy.num_params());
   EXPECT_EQ(once, std::vector<float>(cleared.grads(), cleared.grads() + cleared.num_params()));
   lazy.forward(Xf, 6);
-  lazy.backward(Tf.data());  // no zero_grad: adds
+  hddp::testing::backward_mse(lazy, Tf.data());  // no zero_grad: adds
   for (int64_t i = 0; i < lazy.num_params(); ++i)  // (the products may add into C in another order)
     EXPECT_NEAR(lazy.grads()[i], 2 * once[size_t(i)], 1e-6 * (1 + std::fabs(once[size_t(i)]))) << i;
   lazy.zero_grad();
@@ -238,7 +239,7 @@ TEST(Sequential, BackwardHookOrderAndOffsets) {
   // Final gradients, without a hook.
   m.zero_grad();
   m.forward(X, 5);
-  m.backward(T.data());
+  hddp::testing::backward_mse(m, T.data());
   const std::vector<double> final_g(m.grads(), m.grads() + m.num_params());
 
   struct Call {
@@ -255,7 +256,7 @@ TEST(Sequential, BackwardHookOrderAndOffsets) {
   });
   m.zero_grad();
   m.forward(X, 5);
-  m.backward(T.data());
+  hddp::testing::backward_mse(m, T.data());
 
   // Arena: 0.weight(15) 0.bias(5) 2.weight(20) 4.weight(8) 4.bias(2) = 50.
   ASSERT_EQ(m.num_params(), 50);
@@ -287,11 +288,11 @@ TEST(Sequential, FloatMatchesDouble) {
   const double* yd = md.forward(X, 16);
   const float* yf = mf.forward(Xf, 16);
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(yf[i], yd[i], 1e-5);
-  EXPECT_NEAR(mf.loss(Tf.data()), md.loss(T.data()), 1e-5);
+  EXPECT_NEAR(hddp::testing::mse_of(mf, Tf.data()), hddp::testing::mse_of(md, T.data()), 1e-5);
   md.zero_grad();
   mf.zero_grad();
-  md.backward(T.data());
-  mf.backward(Tf.data());
+  hddp::testing::backward_mse(md, T.data());
+  hddp::testing::backward_mse(mf, Tf.data());
   for (int64_t i = 0; i < md.num_params(); ++i) EXPECT_NEAR(mf.grads()[i], md.grads()[i], 1e-5);
 }
 
@@ -340,10 +341,10 @@ TEST(Sequential, BadInputNamesTheLayer) {
                    "the input holds 8 (2 per sample)");
   EXPECT_ERROR_HAS(m.forward(X, 4), "a batch of 4 is 12 values, the input holds 15");
   EXPECT_ERROR_HAS(m.forward(std::span<const float>(), 4), "input is null");
-  EXPECT_ERROR_HAS(m.loss(T.data()), "call forward() first");
   EXPECT_ERROR_HAS(m.backward(T.data()), "call forward() first");
   m.forward(std::span(X).first(4 * 3), 4);  // fine
-  EXPECT_NO_THROW(m.loss(T.data()));
+  EXPECT_NO_THROW(hddp::testing::mse_of(m, T.data()));
+  EXPECT_ERROR_HAS(m.backward(nullptr), "dY is null");
 
   EXPECT_ERROR_HAS((Sequential<float>({Linear(3, 5), Tanh(), Linear(4, 2)}, 4)),
                    "layer 2 (Linear(4, 2)): expects 4 input features but gets 5");
@@ -397,6 +398,38 @@ class Quad final : public Layer<T> {
  private:
   int64_t n_ = 0;
 };
+
+// The same layer with an initialisation that forgets its second parameter, and one with none.
+template <class T>
+class QuadHalfInit final : public Layer<T> {
+ public:
+  std::string name() const override { return "QuadHalfInit()"; }
+  Shape setup(const Shape& in) override { return in; }
+  std::vector<ParamSpec> parameters() const override { return {{"a", 1, 1}, {"c", 1, 1}}; }
+  void reset_parameters(Rng&, T* const* p) const override { p[0][0] = 1; }
+  void forward(const Forward<T>&) const override {}
+  void backward(const Backward<T>&) const override {}
+};
+template <class T>
+class QuadNoInit final : public Layer<T> {
+ public:
+  std::string name() const override { return "QuadNoInit()"; }
+  Shape setup(const Shape& in) override { return in; }
+  std::vector<ParamSpec> parameters() const override { return {{"a", 1, 1}}; }
+  void forward(const Forward<T>&) const override {}
+  void backward(const Backward<T>&) const override {}
+};
+
+TEST(LayerInterface, AParameterTheInitialisationLeavesUnsetIsAnError) {
+  Rng rng(7);
+  EXPECT_ERROR_HAS((Sequential<float>({Linear(3, 4), layer<QuadHalfInit>()}, 2, rng)),
+                   "parameter '1.c' (layer 1 (QuadHalfInit())) unset");
+  EXPECT_ERROR_HAS((Sequential<double>({Linear(3, 4), layer<QuadNoInit>()}, 2, rng)),
+                   "parameter '1.a' (layer 1 (QuadNoInit())) unset");
+  // Without an rng nothing is initialised: the parameters are zeros, to load.
+  Sequential<float> plain({Linear(3, 4), layer<QuadNoInit>()}, 2);
+  EXPECT_EQ(plain.params()[plain.num_params() - 1], 0.0f);
+}
 
 TEST(LayerInterface, UserLayerTrainsInASequentialWithPyTorchNames) {
   Rng rng(7);

@@ -263,3 +263,13 @@ TEST(LrSchedule, FactoriesRefuseBadValues) {
 }
 
 }  // namespace
+
+TEST(LrSchedule, WarmupCosineIsTheCosineOverWhatTheWarmupLeaves) {
+  const LrSchedule a = LrSchedule::warmup_cosine(1e-3, 10, 100, 1e-5);
+  const LrSchedule b = LrSchedule::cosine(1e-3, 90, 1e-5).with_warmup(10);
+  for (int64_t t = 0; t <= 100; ++t) EXPECT_EQ(a.lr_at(t), b.lr_at(t)) << t;
+  EXPECT_LT(a.lr_at(0), a.lr_at(9)) << "warming up";
+  EXPECT_NEAR(a.lr_at(100), 1e-5, 1e-12) << "the cosine ends at eta_min";
+  EXPECT_THROW(LrSchedule::warmup_cosine(1e-3, 100, 100), std::invalid_argument);
+  EXPECT_THROW(LrSchedule::warmup_cosine(1e-3, -1, 100), std::invalid_argument);
+}

@@ -19,6 +19,7 @@
 #include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
 #include "tests/common/testing.h"
+#include "tests/common/mse.h"
 
 using namespace hddp;
 namespace fs = std::filesystem;
@@ -63,7 +64,7 @@ struct Trained {
   void step() {
     model.zero_grad();
     model.forward(x, 8);
-    model.backward(y.data());
+    hddp::testing::backward_mse(model, y.data());
     adam.step(model.arena());
   }
 };

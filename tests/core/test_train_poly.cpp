@@ -18,6 +18,7 @@
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
 #include <hddp/core/scaler.h>
+#include "tests/common/mse.h"
 
 using namespace hddp;
 
@@ -49,7 +50,7 @@ Result train(uint64_t seed) {
   std::vector<float> x(kBatch), y(kBatch);
   Result r{};
   model.forward(gx, kBatch);
-  r.initial_mse = model.loss(gy.data());
+  r.initial_mse = hddp::testing::mse_of(model, gy.data());
   for (int step = 0; step < kSteps; ++step) {
     for (int i = 0; i < kBatch; ++i) {
       x[i] = rng.uniform(-3.0f, 10.0f);
@@ -59,13 +60,13 @@ Result train(uint64_t seed) {
     sy.transform(y.data(), kBatch, 1, y.data());
     model.zero_grad();
     model.forward(x, kBatch);
-    const double loss = model.loss(y.data());
+    const double loss = hddp::testing::mse_of(model, y.data());
     if (step >= kSteps - 100) r.last100_mse += loss / 100;
-    model.backward(y.data());
+    hddp::testing::backward_mse(model, y.data());
     adam.step(model.arena());
   }
   model.forward(gx, kBatch);
-  r.grid_mse = model.loss(gy.data());
+  r.grid_mse = hddp::testing::mse_of(model, gy.data());
   // Expected loss: 128 batches of fresh samples from an independent stream.
   Rng eval(seed, 1);
   for (int b = 0; b < 128; ++b) {
@@ -76,7 +77,7 @@ Result train(uint64_t seed) {
     sx.transform(x.data(), kBatch, 1, x.data());
     sy.transform(y.data(), kBatch, 1, y.data());
     model.forward(x, kBatch);
-    r.expected_mse += model.loss(y.data()) / 128;
+    r.expected_mse += hddp::testing::mse_of(model, y.data()) / 128;
   }
   return r;
 }

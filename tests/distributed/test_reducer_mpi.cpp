@@ -16,6 +16,7 @@
 #include <hddp/distributed/mpi_env.h>
 #include <hddp/kernels/bf16.h>
 #include "tests/distributed/mpi_testing.h"
+#include "tests/common/mse.h"
 
 using namespace hddp;
 
@@ -92,7 +93,7 @@ std::vector<float> train_sharded(const Config& cfg, const Batch& batch, int step
   for (int step = 0; step < steps; ++step) {
     model.zero_grad();
     model.forward({batch.x.data() + s.begin * 3, size_t(s.count * 3)}, s.count);
-    ddp.backward(batch.y.data() + s.begin * 2);
+    hddp::testing::backward_mse(ddp, model, batch.y.data() + s.begin * 2);
     adam.step(model.params(), model.grads());
   }
   return std::vector<float>(model.params(), model.params() + model.num_params());
@@ -106,7 +107,7 @@ std::vector<float> train_single(const Batch& batch, int steps) {
   for (int step = 0; step < steps; ++step) {
     model.zero_grad();
     model.forward(batch.x, batch.rows);
-    model.backward(batch.y.data());
+    hddp::testing::backward_mse(model, batch.y.data());
     adam.step(model.params(), model.grads());
   }
   return std::vector<float>(model.params(), model.params() + model.num_params());
@@ -139,7 +140,7 @@ TEST(Reducer, ParametersBitwiseIdenticalAcrossRanks) {
     for (auto& v : y) v = data.uniform<float>(-1, 1);
     model.zero_grad();
     model.forward(x, 32);
-    ddp.backward(y.data());
+    hddp::testing::backward_mse(ddp, model, y.data());
     ASSERT_TRUE(same_on_all_ranks(model.grads(), model.num_params())) << "averaged gradients differ, step " << step;
     adam.step(model.params(), model.grads());
   }
@@ -181,14 +182,14 @@ TEST(Reducer, NoSyncAccumulationEqualsFullBatch) {
       const float* y = batch.y.data() + s.begin * 2;
       if (!accumulate) {
         model.forward({x, 24 * 3}, 24);
-        ddp.backward(y);
+        hddp::testing::backward_mse(ddp, model, y);
       } else {
         for (int half = 0; half < 2; ++half) {
           const float* out = model.forward({x + half * 12 * 3, 12 * 3}, 12);
           std::vector<float> dY(12 * 2);  // d/dY of mean over the full 24 x 2 values
           for (int i = 0; i < 24; ++i) dY[i] = 2.0f * (out[i] - y[half * 24 + i]) / float(24 * 2);
           ddp.set_no_sync(half == 0);
-          ddp.backward_from(dY.data());
+          ddp.backward(dY.data());
         }
       }
       return std::vector<float>(model.grads(), model.grads() + model.num_params());
@@ -214,12 +215,12 @@ TEST(Reducer, NonFiniteCheckNamesTheRankAndLayer) {
     const float* out = model.forward(batch.x, 8);
     std::vector<float> dY(8 * 2);
     for (int i = 0; i < 16; ++i) dY[i] = out[i] - batch.y[i];
-    ddp.backward_from(dY.data());
+    ddp.backward(dY.data());
     EXPECT_EQ(ddp.non_finite_at(), -1) << "all finite";
     if (rank == size - 1) dY[3] = std::numeric_limits<float>::infinity();
     model.zero_grad();
     model.forward(batch.x, 8);
-    ddp.backward_from(dY.data());
+    ddp.backward(dY.data());
     if (check && rank == size - 1) {
       ASSERT_GE(ddp.non_finite_at(), 0);
       const ParamView* v = view_containing(model.param_views(), ddp.non_finite_at());
@@ -269,7 +270,7 @@ TEST(Reducer, StatisticsAreConsistent) {
     for (int step = 0; step < 5; ++step) {
       model.zero_grad();
       model.forward(x, 64);
-      ddp.backward(y.data());
+      hddp::testing::backward_mse(ddp, model, y.data());
       const ReducerTimes& last = ddp.reducer().stats().last;
       EXPECT_GE(last.exposed, 0);
       EXPECT_GE(last.comm, last.exposed);
@@ -301,7 +302,7 @@ std::vector<float> one_step_grads(const ReducerOptions& opt, const Batch& batch)
   const Shard s = shard_of(batch.rows, rank, size);
   model.zero_grad();
   model.forward({batch.x.data() + s.begin * 3, size_t(s.count * 3)}, s.count);
-  ddp.backward(batch.y.data() + s.begin * 2);
+  hddp::testing::backward_mse(ddp, model, batch.y.data() + s.begin * 2);
   EXPECT_EQ(ddp.reducer().stats().bytes_per_step,
             model.num_params() * int64_t(size > 1 && opt.bf16_wire ? sizeof(bf16) : sizeof(float)));
   return std::vector<float>(model.grads(), model.grads() + model.num_params());

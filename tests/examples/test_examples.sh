@@ -6,6 +6,10 @@
 #                   stopped: its final checkpoint (weights, Adam's state, the metrics) and
 #                   metrics.csv byte for byte; a malformed CSV and a missing column: exit 2 on
 #                   every rank, nothing written.
+#   cnn_classifier  Fashion-MNIST (1536 training images, 2 epochs): the test accuracy after each
+#                   epoch well above chance; stopped by SIGUSR1 inside the first epoch (exit
+#                   75) and resumed, ending with the uninterrupted run's checkpoint and
+#                   metrics.csv byte for byte.
 # Usage: test_examples.sh <source dir> <install prefix> <mpiexec> <scratch dir>
 set -uo pipefail
 SRC=$1 PREFIX=$2 MPIEXEC=$3 WORK=$4
@@ -36,7 +40,7 @@ awk -F, 'NR == 2 { a = $2 } END { exit !(NR == 31 && $2 < 0.5 * a) }' "$WORK/who
 
 # Stopped by SIGUSR1 and resumed. The ranks are frozen (SIGSTOP) at a moment their handler is
 # installed (SigCgt in /proc: a state, not a time) and before they finished, given SIGUSR1,
-# and let go: they stop at the end of the epoch under way (exit 75).
+# and let go: they stop after the step under way, inside the epoch (exit 75).
 "${MPI[@]}" -n 2 "$B/csv_regression" "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >"$WORK/part/log" 2>&1 &
 pid=$!
 signal_ranks "$pid" csv_regression 2 USR1
@@ -47,7 +51,7 @@ if [ "$caught" -eq 0 ]; then
 elif [ "$rc" -ne 75 ]; then
   fail "stopped run exited $rc, expected 75: $(tail -5 "$WORK/part/log")"
 else
-  grep -q "SIGUSR1: stopped after epoch" "$WORK/part/log" || fail "no stop message: $(tail -3 "$WORK/part/log")"
+  grep -q "SIGUSR1: all ranks stopped after epoch" "$WORK/part/log" || fail "no stop message: $(tail -3 "$WORK/part/log")"
   run "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >>"$WORK/part/log" 2>&1 || fail "the resumed run exited $?"
   cmp -s "$WORK/whole/ck" "$WORK/part/ck" \
     || fail "the resumed run's final checkpoint (weights, optimizer state) differs from the uninterrupted run's"
@@ -62,5 +66,25 @@ out=$(run "$WORK/bad.csv" price "$WORK" 2>&1); rc=$?
 out=$(run "$WORK/data.csv" cost "$WORK" 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "cost" <<<"$out" || fail "a missing target column: exit $rc: $out"
 grep -q "^epoch" <<<"$out" && fail "bad input trained"
-[ "$failed" -eq 0 ] && echo "examples: custom_layer and csv_regression (train, stop, resume, bad input): ok"
+# cnn_classifier: trained whole; then stopped inside its first epoch and resumed.
+mkdir -p "$WORK/cnn" "$WORK/cnn-part"
+"${MPI[@]}" -n 2 "$B/cnn_classifier" "$WORK/cnn" 2 1536 >"$WORK/cnn/log" 2>&1 || fail "cnn_classifier exited $?: $(tail -5 "$WORK/cnn/log")"
+awk -F, 'NR == 3 { ok = $3 > 0.4 } END { exit !(NR == 3 && ok) }' "$WORK/cnn/metrics.csv" 2>/dev/null \
+  || fail "cnn_classifier: expected 2 epochs and a test accuracy above 0.4: $(cat "$WORK/cnn/metrics.csv" 2>&1)"
+"${MPI[@]}" -n 2 "$B/cnn_classifier" "$WORK/cnn-part" 2 1536 >"$WORK/cnn-part/log" 2>&1 &
+pid=$!
+signal_ranks "$pid" cnn_classifier 2 USR1
+caught=$CAUGHT
+wait "$pid"; rc=$?
+if [ "$caught" -eq 0 ]; then
+  fail "cnn_classifier: never caught both ranks with their handler installed (exit $rc)"
+elif [ "$rc" -ne 75 ]; then
+  fail "cnn_classifier: the stopped run exited $rc, expected 75: $(tail -5 "$WORK/cnn-part/log")"
+else
+  grep -q "SIGUSR1: all ranks stopped after epoch 1 (step" "$WORK/cnn-part/log" || fail "cnn_classifier: not stopped inside epoch 1: $(tail -3 "$WORK/cnn-part/log")"
+  "${MPI[@]}" -n 2 "$B/cnn_classifier" "$WORK/cnn-part" 2 1536 >>"$WORK/cnn-part/log" 2>&1 || fail "cnn_classifier: the resumed run exited $?"
+  cmp -s "$WORK/cnn/run.ckpt" "$WORK/cnn-part/run.ckpt" || fail "cnn_classifier: the resumed run's checkpoint differs from the uninterrupted run's"
+  cmp -s "$WORK/cnn/metrics.csv" "$WORK/cnn-part/metrics.csv" || fail "cnn_classifier: the resumed run's metrics.csv differs"
+fi
+[ "$failed" -eq 0 ] && echo "examples: custom_layer, csv_regression and cnn_classifier (train, stop, resume, bad input): ok"
 exit "$failed"

@@ -34,6 +34,7 @@
 #include <hddp/kernels/check.h>
 #include "poly_train/options.h"
 #include "tests/common/testing.h"
+#include "tests/common/mse.h"
 
 using namespace hddp;
 namespace fs = std::filesystem;
@@ -86,7 +87,7 @@ struct Fixture {
       for (int i = 0; i < 8; ++i) x[i] = data.uniform<float>(-1, 1), y[i] = x[i] * x[i];
       model.zero_grad();
       model.forward(x, 8);
-      model.backward(y.data());
+      hddp::testing::backward_mse(model, y.data());
       adam.step(model.params(), model.grads());
     }
     state.step = 3, state.world_size = 2;

@@ -22,6 +22,7 @@
 #include <hddp/core/util.h>
 #include <hddp/distributed/mpi_env.h>
 #include <hddp/distributed/watchdog.h>
+#include <hddp/train/all_ranks.h>
 #include <hddp/train/run_file.h>
 #include "tests/common/testing.h"
 #include "tests/train/train_testing.h"

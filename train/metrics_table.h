@@ -1,27 +1,16 @@
 #pragma once
-// What a run writes while it trains, besides the checkpoint: progress lines that never block
-// (train/line_log.h), the time left, a metrics table (one row per epoch; written as CSV, kept in
-// the checkpoint exactly) and JSON lines for programs.
+// A metrics table: one row of numbers per epoch under named columns, written as CSV and kept in
+// a checkpoint exactly (encode/decode).
 //
 //   MetricsTable metrics({"epoch", "train_loss", "test_accuracy"});
 //   metrics.add({3, 0.41, 0.87});
-//   write_file_atomic(out + "/metrics.csv", metrics.csv());
+//   metrics.write_csv(out + "/metrics.csv");
 //   records["metrics"] = metrics.encode();      // resumed with MetricsTable::decode
-//   JsonLines json("stats.jsonl");  json.write({{"type", "epoch"}, {"epoch", 3}, {"loss", 0.41}});
 #include <cstdint>
-#include <memory>
 #include <string>
-#include <utility>
-#include <variant>
 #include <vector>
 
-#include <hddp/train/line_log.h>
-
 namespace hddp {
-
-// "ETA 12 s", "ETA 3 min 20 s", "ETA 1 h 05 min": the time `left` steps take at the rate of
-// `done` steps in `elapsed_s` seconds ("ETA ?" before the first).
-std::string eta(double elapsed_s, int64_t done, int64_t left);
 
 // Rows of numbers under named columns.
 class MetricsTable {
@@ -47,23 +36,6 @@ class MetricsTable {
  private:
   std::vector<std::string> columns_;
   std::vector<std::vector<double>> rows_;
-};
-
-// A JSON lines file: one object per write, fields in the given order. Opened (truncated) by the
-// constructor; throws hddp::Error naming the path when it cannot be written.
-class JsonLines {
- public:
-  using Value = std::variant<int64_t, double, std::string, bool>;
-  using Object = std::vector<std::pair<std::string, Value>>;
-  explicit JsonLines(const std::string& path);
-  ~JsonLines();
-  void write(const Object& fields);
-  void write_line(const std::string& json);  // one object already written as JSON text
-  void close();  // throws hddp::Error when the data did not reach the file
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace hddp

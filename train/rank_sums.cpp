@@ -1,4 +1,4 @@
-#include <hddp/train/metrics.h>
+#include <hddp/train/rank_sums.h>
 
 #include <hddp/core/util.h>
 #include <hddp/kernels/check.h>

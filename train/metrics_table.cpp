@@ -1,27 +1,13 @@
-#include <hddp/train/run_log.h>
+#include <hddp/train/metrics_table.h>
 
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
-#include <stdexcept>
 
 #include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
 
 namespace hddp {
-
-std::string eta(double elapsed_s, int64_t done, int64_t left) {
-  if (done <= 0 || !(elapsed_s >= 0)) return "ETA ?";
-  const double s = elapsed_s / double(done) * double(left);
-  char b[64];
-  if (s < 60) std::snprintf(b, sizeof b, "ETA %.0f s", s);
-  else if (s < 3600) std::snprintf(b, sizeof b, "ETA %d min %02d s", int(s / 60), int(std::fmod(s, 60)));
-  else std::snprintf(b, sizeof b, "ETA %d h %02d min", int(s / 3600), int(std::fmod(s, 3600) / 60));
-  return b;
-}
 
 MetricsTable::MetricsTable(std::vector<std::string> columns) : columns_(std::move(columns)) {
   HDDP_CHECK_ARG(!columns_.empty(), "MetricsTable: no columns");
@@ -98,35 +84,6 @@ MetricsTable MetricsTable::decode(const std::string& bytes, const std::vector<st
     t.rows_.push_back(std::move(r));
   }
   return t;
-}
-
-struct JsonLines::Impl {
-  std::string path;
-  std::ofstream out;
-};
-
-JsonLines::JsonLines(const std::string& path) : impl_(std::make_unique<Impl>()) {
-  impl_->path = path;
-  impl_->out.open(path, std::ios::trunc);
-  HDDP_CHECK(impl_->out, "cannot write '" << path << "'");
-}
-
-JsonLines::~JsonLines() = default;
-
-void JsonLines::write(const Object& fields) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& [name, v] : fields) std::visit([&](const auto& x) { j[name] = x; }, v);
-  write_line(j.dump());
-}
-
-void JsonLines::write_line(const std::string& json) {
-  impl_->out << json << '\n';  // a regular file: never blocks for long
-  impl_->out.flush();
-}
-
-void JsonLines::close() {
-  impl_->out.close();
-  HDDP_CHECK(!impl_->out.fail(), "error writing '" << impl_->path << "'");
 }
 
 }  // namespace hddp
