@@ -232,11 +232,4 @@ std::string exact_string(double v) {
   return b;
 }
 
-std::string user_message(const std::string& what) {
-  const size_t p = what.find(".cpp:");
-  if (p == std::string::npos) return what;
-  const size_t q = what.find(": ", p + 5);
-  return q == std::string::npos ? what : what.substr(q + 2);
-}
-
 }  // namespace hddp

@@ -96,7 +96,4 @@ std::string file_creation_error(const std::string& path);
 // v with every digit a double needs to read back the same ("%.17g"): identities, metadata.
 std::string exact_string(double v);
 
-// hddp::Error messages start with "file.cpp:123: "; users need only the rest.
-std::string user_message(const std::string& what);
-
 }  // namespace hddp

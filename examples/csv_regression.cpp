@@ -15,7 +15,6 @@
 #include <hddp/core/model.h>
 #include <hddp/core/optim.h>
 #include <hddp/core/scaler.h>
-#include <hddp/core/util.h>
 #include <hddp/data/csv.h>
 #include <hddp/data/sampler.h>
 #include <hddp/distributed/mpi_env.h>

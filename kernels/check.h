@@ -19,6 +19,15 @@ namespace detail {
   throw Error(s);
 }
 }  // namespace detail
+
+// The message of an error thrown by HDDP_CHECK without its "file.cpp:123: " prefix: what a user
+// is shown (the prefix is for developers).
+inline std::string user_message(const std::string& what) {
+  const size_t p = what.find(".cpp:");
+  if (p == std::string::npos) return what;
+  const size_t q = what.find(": ", p + 5);
+  return q == std::string::npos ? what : what.substr(q + 2);
+}
 }  // namespace hddp
 
 // HDDP_CHECK(x > 0, "x must be positive, got " << x);  throws hddp::Error

@@ -221,7 +221,7 @@ expect_usage epochs 1 "--epochs" --epochs 0
 expect_usage optimizer 1 "--optimizer" --optimizer lbfgs
 expect_usage mode 1 "--reduce-mode" --reduce-mode sometimes
 expect_usage unknown 1 "--no-such-flag" --no-such-flag
-expect_usage export-dir 2 "not writable" --export /proc/nowhere/w.safetensors
+expect_usage export-dir 2 "cannot write into directory" --export /proc/nowhere/w.safetensors
 expect_usage ckpt-exists 2 "pass --resume" "${C[@]}" --checkpoint "$WORK/run.ckpt"
 expect_usage ckpt-other-run 2 "batch_size: '64' in the checkpoint, '32' now" "${C[@]}" --epochs 4 --batch-size 32 \
   --checkpoint "$WORK/run.ckpt" --resume
