@@ -95,16 +95,53 @@ void free_reduction_op(MPI_Op& op) {
   op = MPI_SUM;
 }
 
-// ---- Progress engines: how in-flight buckets advance during backward ------------------------
+// ---- The engines, one per mode: how buckets are launched, progressed and finished ----------
 
 class Reducer::Engine {
  public:
   virtual ~Engine() = default;
+  // Launches buckets while backward runs (Test, Thread); else every bucket goes in finish().
+  virtual bool overlaps() const { return true; }
   virtual void begin_step() {}  // lock not held
   // grads_ready_from launched buckets; `lock` (on mu_) is held on entry and may be released.
-  virtual void launched(std::unique_lock<std::mutex>& lock) = 0;
+  virtual void launched(std::unique_lock<std::mutex>& /*lock*/) {}
   virtual void poll() {}        // the kernels' progress hook, from inside long GEMMs
+  // Every bucket reduced (not yet averaged); mu_ held. t0: when finish() was called.
+  virtual void finish(Reducer& r, Reducer::Clock::time_point t0);
   virtual void end_step() {}    // after finish(), lock not held
+};
+
+// Test and Thread: the buckets backward never reported ready (e.g. a layer without a hook
+// call) start now; then each in-flight bucket is waited for.
+void Reducer::Engine::finish(Reducer& r, Reducer::Clock::time_point) {
+  while (r.step_.next < r.buckets_.size()) r.launch(r.step_.next++);
+  for (size_t b = 0; b < r.buckets_.size(); ++b)
+    if (!r.flight_[b].done) {
+      r.wait(b);
+      r.complete(b);
+    }
+}
+
+// Blocking: nothing during backward; in finish, one allreduce per bucket, in order, each
+// waited at once (MPI_Allreduce itself unless a watchdog or the bf16 wire needs the request).
+class BlockingEngine final : public Reducer::Engine {
+ public:
+  bool overlaps() const override { return false; }
+  void finish(Reducer& r, Reducer::Clock::time_point t0) override {
+    for (size_t b = 0; b < r.buckets_.size(); ++b) {
+      const Bucket& bk = r.buckets_[b];
+      if (r.watched() || !r.wire_.empty()) {
+        r.launch(b);
+        r.wait(b);
+      } else {
+        r.flight_[b].launched = Reducer::Clock::now();
+        HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, r.grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, r.op_, r.comm_));
+      }
+      r.complete(b);
+    }
+    r.step_.next = r.buckets_.size();
+    r.step_.first_launch = t0;
+  }
 };
 
 // Test mode: MPI_Test from the compute thread, after each launch and from the GEMM hook.
@@ -215,8 +252,11 @@ Reducer::Reducer(MPI_Comm comm, float* grads, int64_t n, const std::vector<Param
     if (!nbc_->settable()) nbc_.reset();
   }
   op_ = make_reduction_op(size_);
-  if (opt_.mode == ReduceMode::Test) engine_ = std::make_unique<TestEngine>(*this);
-  if (opt_.mode == ReduceMode::Thread) engine_ = std::make_unique<ThreadEngine>(*this, opt_.progress_cpu);
+  switch (opt_.mode) {
+    case ReduceMode::Blocking: engine_ = std::make_unique<BlockingEngine>(); break;
+    case ReduceMode::Test: engine_ = std::make_unique<TestEngine>(*this); break;
+    case ReduceMode::Thread: engine_ = std::make_unique<ThreadEngine>(*this, opt_.progress_cpu); break;
+  }
 }
 
 Reducer::~Reducer() {
@@ -233,15 +273,15 @@ void Reducer::begin_step() {
     step_.active = true;
     for (InFlight& f : flight_) f.done = false;
   }
-  if (!no_sync_ && engine_) engine_->begin_step();
+  if (!no_sync_) engine_->begin_step();
 }
 
 void Reducer::progress() {
-  if (engine_ && !no_sync_) engine_->poll();
+  if (!no_sync_) engine_->poll();
 }
 
 void Reducer::grads_ready_from(int64_t offset) {
-  if (no_sync_ || !engine_) return;
+  if (no_sync_ || !engine_->overlaps()) return;
   const auto t0 = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   HDDP_CHECK(step_.active, "Reducer::grads_ready_from outside begin_step()/finish()");
@@ -292,32 +332,6 @@ void Reducer::test_in_flight() {
   }
 }
 
-// Blocking: one allreduce per bucket, in order, each waited at once.
-void Reducer::finish_blocking() {
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bk = buckets_[b];
-    if (watched() || !wire_.empty()) {
-      launch(b);
-      wait(b);
-    } else {
-      flight_[b].launched = Clock::now();
-      HDDP_MPI(MPI_Allreduce(MPI_IN_PLACE, grads_ + bk.begin, static_cast<int>(bk.size()), MPI_FLOAT, op_, comm_));
-    }
-    complete(b);
-  }
-  step_.next = buckets_.size();
-}
-
-void Reducer::finish_overlapped() {
-  // Buckets backward never reported ready (e.g. a layer without a hook call) start now.
-  while (step_.next < buckets_.size()) launch(step_.next++);
-  for (size_t b = 0; b < buckets_.size(); ++b)
-    if (!flight_[b].done) {
-      wait(b);
-      complete(b);
-    }
-}
-
 void Reducer::finish() {
   if (no_sync_) {  // accumulate: the next synchronised step reduces the sum
     std::lock_guard<std::mutex> lock(mu_);  // the progress thread reads step_ under it
@@ -329,13 +343,12 @@ void Reducer::finish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     HDDP_CHECK(step_.active, "Reducer::finish without begin_step()");
-    if (engine_) finish_overlapped();
-    else finish_blocking(), step_.first_launch = t0;
+    engine_->finish(*this, t0);
     if (!wire_.empty()) to_float(n_, wire_.data(), grads_);  // the bf16 sums, back into the arena
     if (size_ > 1 && (op_ == MPI_SUM || !wire_.empty())) scale(n_, 1.0f / float(size_), grads_);  // 2 ranks: op_ averaged
     step_.active = false;
   }
-  if (engine_) engine_->end_step();
+  engine_->end_step();
   const auto t1 = Clock::now();
   if (trace_) trace_->add("finish (exposed comm)", "comm", t0, t1, 0);
   record_times(t0, t1);
@@ -345,7 +358,7 @@ void Reducer::record_times(Clock::time_point t0, Clock::time_point t1) {
   ReducerTimes& last = stats_.last;
   last.exposed = std::chrono::duration<double>(t1 - t0).count() + step_.blocked_s;
   last.comm = buckets_.empty() ? 0.0 : std::chrono::duration<double>(step_.last_complete - step_.first_launch).count();
-  if (!engine_) last.comm = last.exposed;
+  if (!engine_->overlaps()) last.comm = last.exposed;
   last.comm = std::max(last.comm, last.exposed);  // blocked time is communication time too
   stats_.total.comm += last.comm;
   stats_.total.exposed += last.exposed;

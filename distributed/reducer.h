@@ -129,7 +129,7 @@ class Reducer {
   ReduceMode mode() const { return opt_.mode; }
   int size() const { return size_; }
 
-  class Engine;  // a progress strategy (reducer.cpp): Test or Thread mode
+  class Engine;  // one per mode (reducer.cpp): how buckets are launched, progressed, finished
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -144,14 +144,13 @@ class Reducer {
     Clock::time_point first_launch, last_complete, last_poll;
     double blocked_s = 0;  // time inside reducer MPI calls during backward
   };
+  friend class BlockingEngine;
   friend class TestEngine;
   friend class ThreadEngine;
   void launch(size_t b);    // these four: caller holds mu_
   void test_in_flight();
   void wait(size_t b);      // through the watchdog when there is one
   void complete(size_t b);
-  void finish_blocking();
-  void finish_overlapped();
   void record_times(Clock::time_point t0, Clock::time_point t1);
   bool watched() const { return opt_.watchdog && opt_.watchdog->enabled(); }
 
@@ -171,7 +170,7 @@ class Reducer {
   MPI_Op wire_op_ = MPI_SUM;           // bf16_wire: the bf16 sum
   std::unique_ptr<NbcAlgorithm> nbc_;  // when the reducer sets libnbc's algorithm
   std::mutex mu_;  // guards all of the above during a step in Thread mode, and every MPI call
-  std::unique_ptr<Engine> engine_;     // null in Blocking mode; last: destroyed first
+  std::unique_ptr<Engine> engine_;     // the mode's; last: destroyed first
 };
 
 }  // namespace hddp
