@@ -47,7 +47,8 @@ load0="$(cut -d' ' -f1 /proc/loadavg)"  # a busy machine shows here: the 2-threa
 for rep in $(seq "$REPS"); do
   for t in $THREADS; do
     echo "$t thread(s), round $rep/$REPS" >&2
-    OMP_NUM_THREADS=$t timeout 600 "$BIN" --benchmark_filter='^conv/' --benchmark_min_time="$MIN_TIME" \
+    # The float rows only (bench_layers' conv/<row>/<pass>/hddp-bf16 rows are the bf16 study's).
+    OMP_NUM_THREADS=$t timeout 600 "$BIN" --benchmark_filter='^conv/[^/]+/[^/]+/(hddp|im2col|openblas)(/|$)' --benchmark_min_time="$MIN_TIME" \
       --benchmark_format=json >"$WORK/layers.json" 2>"$WORK/err" || { tail -5 "$WORK/err" >&2; exit 1; }
     to_csv "$WORK/layers.json" "$t" "$rep"
     OMP_NUM_THREADS=$t timeout 600 "$PY" "$HDDP_ROOT/bench/layers/conv_pytorch.py" 1 "$MIN_TIME" \
