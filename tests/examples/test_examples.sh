@@ -38,26 +38,34 @@ run "$WORK/data.csv" price "$WORK/whole" 30 "$WORK/whole/ck" >"$WORK/whole/log" 
 awk -F, 'NR == 2 { a = $2 } END { exit !(NR == 31 && $2 < 0.5 * a) }' "$WORK/whole/metrics.csv" || fail "the MSE did not halve: $(sed -n '2p;$p' "$WORK/whole/metrics.csv")"
 [ -s "$WORK/whole/loss.pdf" ] || fail "no loss.pdf"
 
-# Stopped by SIGUSR1 and resumed. The ranks are frozen (SIGSTOP) at a moment their handler is
-# installed (SigCgt in /proc: a state, not a time) and before they finished, given SIGUSR1,
-# and let go: they stop after the step under way, inside the epoch (exit 75).
-"${MPI[@]}" -n 2 "$B/csv_regression" "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >"$WORK/part/log" 2>&1 &
-pid=$!
-signal_ranks "$pid" csv_regression 2 USR1
-caught=$CAUGHT
-wait "$pid"; rc=$?
-if [ "$caught" -eq 0 ]; then
-  fail "never caught both ranks with their handler installed (exit $rc)"
-elif [ "$rc" -ne 75 ]; then
-  fail "stopped run exited $rc, expected 75: $(tail -5 "$WORK/part/log")"
-else
-  grep -q "SIGUSR1: all ranks stopped after epoch" "$WORK/part/log" || fail "no stop message: $(tail -3 "$WORK/part/log")"
-  run "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck" >>"$WORK/part/log" 2>&1 || fail "the resumed run exited $?"
-  cmp -s "$WORK/whole/ck" "$WORK/part/ck" \
-    || fail "the resumed run's final checkpoint (weights, optimizer state) differs from the uninterrupted run's"
-  cmp -s "$WORK/whole/metrics.csv" "$WORK/part/metrics.csv" \
-    || fail "the resumed run's metrics.csv differs from the uninterrupted run's"
-fi
+# stopped_and_resumed NAME WHOLE PART STOPPED CKPT ARGS...: the program NAME, started with ARGS
+# writing into PART, is stopped by SIGUSR1 and resumed; it must end with the checkpoint CKPT
+# (a name inside WHOLE and PART) and metrics.csv of the run that never stopped (in WHOLE) byte
+# for byte. The ranks are frozen (SIGSTOP) at a moment their handler is installed (SigCgt in
+# /proc: a state, not a time) and before they finished, given SIGUSR1, and let go: they stop
+# after the step under way, inside the epoch (exit 75), saying STOPPED.
+stopped_and_resumed() {
+  local name=$1 whole=$2 part=$3 stopped=$4 ckpt=$5 pid rc caught
+  shift 5
+  "${MPI[@]}" -n 2 "$B/$name" "$@" >"$part/log" 2>&1 &
+  pid=$!
+  signal_ranks "$pid" "$name" 2 USR1
+  caught=$CAUGHT
+  wait "$pid"; rc=$?
+  if [ "$caught" -eq 0 ]; then
+    fail "$name: never caught both ranks with their handler installed (exit $rc)"
+  elif [ "$rc" -ne 75 ]; then
+    fail "$name: the stopped run exited $rc, expected 75: $(tail -5 "$part/log")"
+  else
+    grep -q "$stopped" "$part/log" || fail "$name: no '$stopped': $(tail -3 "$part/log")"
+    "${MPI[@]}" -n 2 "$B/$name" "$@" >>"$part/log" 2>&1 || fail "$name: the resumed run exited $?"
+    cmp -s "$whole/$ckpt" "$part/$ckpt" \
+      || fail "$name: the resumed run's final checkpoint (weights, optimizer state) differs from the uninterrupted run's"
+    cmp -s "$whole/metrics.csv" "$part/metrics.csv" || fail "$name: the resumed run's metrics.csv differs from the uninterrupted run's"
+  fi
+}
+stopped_and_resumed csv_regression "$WORK/whole" "$WORK/part" "SIGUSR1: all ranks stopped after epoch" ck \
+  "$WORK/data.csv" price "$WORK/part" 30 "$WORK/part/ck"
 
 # Bad input: exit 2 on every rank, before any training.
 printf 'a,b,price\n1,2,3\n4,x,6\n' >"$WORK/bad.csv"
@@ -66,25 +74,13 @@ out=$(run "$WORK/bad.csv" price "$WORK" 2>&1); rc=$?
 out=$(run "$WORK/data.csv" cost "$WORK" 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "cost" <<<"$out" || fail "a missing target column: exit $rc: $out"
 grep -q "^epoch" <<<"$out" && fail "bad input trained"
+
 # cnn_classifier: trained whole; then stopped inside its first epoch and resumed.
 mkdir -p "$WORK/cnn" "$WORK/cnn-part"
 "${MPI[@]}" -n 2 "$B/cnn_classifier" "$WORK/cnn" 2 1536 >"$WORK/cnn/log" 2>&1 || fail "cnn_classifier exited $?: $(tail -5 "$WORK/cnn/log")"
 awk -F, 'NR == 3 { ok = $3 > 0.4 } END { exit !(NR == 3 && ok) }' "$WORK/cnn/metrics.csv" 2>/dev/null \
   || fail "cnn_classifier: expected 2 epochs and a test accuracy above 0.4: $(cat "$WORK/cnn/metrics.csv" 2>&1)"
-"${MPI[@]}" -n 2 "$B/cnn_classifier" "$WORK/cnn-part" 2 1536 >"$WORK/cnn-part/log" 2>&1 &
-pid=$!
-signal_ranks "$pid" cnn_classifier 2 USR1
-caught=$CAUGHT
-wait "$pid"; rc=$?
-if [ "$caught" -eq 0 ]; then
-  fail "cnn_classifier: never caught both ranks with their handler installed (exit $rc)"
-elif [ "$rc" -ne 75 ]; then
-  fail "cnn_classifier: the stopped run exited $rc, expected 75: $(tail -5 "$WORK/cnn-part/log")"
-else
-  grep -q "SIGUSR1: all ranks stopped after epoch 1 (step" "$WORK/cnn-part/log" || fail "cnn_classifier: not stopped inside epoch 1: $(tail -3 "$WORK/cnn-part/log")"
-  "${MPI[@]}" -n 2 "$B/cnn_classifier" "$WORK/cnn-part" 2 1536 >>"$WORK/cnn-part/log" 2>&1 || fail "cnn_classifier: the resumed run exited $?"
-  cmp -s "$WORK/cnn/run.ckpt" "$WORK/cnn-part/run.ckpt" || fail "cnn_classifier: the resumed run's checkpoint differs from the uninterrupted run's"
-  cmp -s "$WORK/cnn/metrics.csv" "$WORK/cnn-part/metrics.csv" || fail "cnn_classifier: the resumed run's metrics.csv differs"
-fi
+stopped_and_resumed cnn_classifier "$WORK/cnn" "$WORK/cnn-part" "SIGUSR1: all ranks stopped after epoch 1 (step" run.ckpt \
+  "$WORK/cnn-part" 2 1536
 [ "$failed" -eq 0 ] && echo "examples: custom_layer, csv_regression and cnn_classifier (train, stop, resume, bad input): ok"
 exit "$failed"
