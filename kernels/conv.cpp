@@ -17,6 +17,9 @@
 #include <hddp/kernels/conv_ukernel.h>
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/elementwise.h>  // kParallelMin
+#include <hddp/kernels/progress.h>
+
+#include <omp.h>
 
 namespace hddp {
 
@@ -51,6 +54,13 @@ using detail::BrgemmCall;
 using detail::ConvKernels;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// The progress hook (progress.h), from the team's thread 0 (the caller's thread) after each
+// work item of a loop below (a row of tiles: tens of microseconds), so that communication
+// started before the call (a gradient bucket's allreduce) moves while the convolution runs.
+inline void poll_from_master() {
+  if (omp_get_thread_num() == 0) progress_poll();
+}
 
 // The micro-tile of an M x N output: the NV and MR keeping the most accumulators busy over the
 // tiles M and N really split into (M in equal tiles of at most MR rows, N in blocks of NV
@@ -339,6 +349,7 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
             std::copy(best.begin(), best.begin() + N, Y + o);
             for (int64_t c = 0; c < N; ++c) argmax[o + c] = uint8_t(at[size_t(c)]);
           }
+          poll_from_master();
         }
   }
 }
@@ -410,6 +421,7 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
           if (k16) run_bf16(*k16, call, h, nvb, m);
           else kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
         }
+        poll_from_master();
       }
   if (out == ImageLayout::NCHW) to_nchw(s.B, OH * OW, Cout, yt, Y);
 }
@@ -542,6 +554,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
             if (k16) run_bf16(*k16, call, h, nvb, m);
             else kern.kernel[detail::kAlongP][nvb - 1][m - 1](call);
           }
+          poll_from_master();
         }
     if (in == ImageLayout::NCHW) to_nchw(s.B, H * Wd, C, dxt, dX);
   }
@@ -594,6 +607,7 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
             if (++n == kBatch) flush();
           }
         if (n > 0 || !call.accumulate) flush();
+        poll_from_master();
         if (ki == 0 && u == 0 && db) {  // the chunk's bias gradient, pixel after pixel
           float* pdb = pc + k * k * C * Np;
           std::fill(pdb, pdb + Np, 0.0f);

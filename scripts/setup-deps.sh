@@ -28,11 +28,13 @@ TESTS=(
   python3 python3-numpy poppler-utils
   python3-torch          # the safetensors round trips with PyTorch
   dataset-fashion-mnist  # mnist_train's data (/usr/share/datasets/fashion-mnist)
+  iproute2               # ip netns, tc: bench/link/shaped_link.sh and its test
 )
 BENCH=(
   python3 python3-torch
   libblis-openmp-dev     # bench_gemm: BLIS, the second GEMM anchor
   libsimgrid-dev         # bench/at_scale: SimGrid SMPI (smpicxx, smpirun)
+  iproute2               # bench/link: ranks joined by a shaped network link
 )
 SLURM=(slurmctld slurmd slurm-client munge)
 CONTAINER=(mmdebstrap charliecloud-runtime)
