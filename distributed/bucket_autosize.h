@@ -1,14 +1,21 @@
 #pragma once
-// Bucket auto-sizing for the data-parallel reducer (distributed/reducer.h): choose the gradient
-// bucket cap that minimises the communication left exposed after backward, from
-//   - an alpha-beta model of one allreduce on the communicator, t(bytes) = alpha + beta * bytes,
-//     fitted by least squares to a short measurement, and
-//   - the backward profile: when each layer's gradients became final during a warm-up step
-//     (the model's backward hook timestamps).
+// Bucket auto-sizing for the data-parallel reducer (distributed/reducer.h): the gradient bucket
+// caps that give the shortest training step on the network the job runs on, chosen by trying
+// them: each distinct plan (trial_caps, bucket_plan.h) runs a few real steps - forward,
+// backward with the reducer launching its buckets, finish - in interleaved rounds, and the
+// fastest wins (the fewest buckets among those within the noise).
 //
-// The pure part (fit, prediction, choice) is distributed/bucket_plan.h, free of MPI. This file
-// measures both inputs at start-up, identically on every rank; rank 0 decides and broadcasts,
-// so every rank builds the same buckets.
+// Why a trial and not a model: the alpha-beta model of an allreduce (fitted below, still
+// reported) and the backward profile predict exposed communication assuming the two proceed
+// independently. Over TCP they do not: the kernel's copies and the progress calls take the
+// rank's own cores, and how much of a transfer moves between two progress calls depends on
+// the link. Measured on 2-rank links (1-25 Gbit/s, bench/link/), the model's choice was the
+// slowest plan tried at 1 Gbit/s; the trial is within the noise of the best fixed cap at
+// every rate.
+//
+// The pure part (fit, prediction, candidates, choice) is distributed/bucket_plan.h, free of
+// MPI. This file measures at start-up, identically on every rank; the slowest rank's times
+// decide, and rank 0 broadcasts the caps, so every rank builds the same buckets.
 #include <mpi.h>
 
 #include <cstdint>
@@ -44,15 +51,37 @@ AllreduceSamples measure_allreduce(MPI_Comm comm, int64_t max_bytes, int reps = 
 BackwardProfile measure_backward(MPI_Comm comm, Sequential<float>& model, const float* x, int64_t batch,
                                  const float* target, int warmup = 1, int reps = 3);
 
+// One plan tried on the link: its caps, its buckets, the median step time over its trial
+// steps (the slowest rank's; the same number on every rank).
+struct PlanTrial {
+  int64_t cap_bytes = 0, first_cap_bytes = 0;
+  size_t num_buckets = 0;
+  double step_s = 0;
+};
+
+// Each plan of `caps` for options.trial_steps steps in each of options.trial_rounds rounds
+// (the plans interleaved within a round, so a machine that changes speed changes it for all):
+// forward of (x, target) (batch rows, MSE), backward with a Reducer of `reducer`'s options and
+// the plan's caps, finish. A barrier before each plan; the first step of each plan in a round
+// is not timed. Uses the model's backward hook and clears it afterwards, and leaves the
+// gradients zero and the parameters untouched. Collective on comm.
+std::vector<PlanTrial> trial_plans(MPI_Comm comm, Sequential<float>& model, const float* x, int64_t batch,
+                                   const float* target, const std::vector<CapPair>& caps,
+                                   const AutosizeOptions& options = {}, const ReducerOptions& reducer = {});
+
 struct AutosizeResult {
   AllreduceSamples samples;
-  AllreduceModel model;
+  AllreduceModel model;      // fitted to samples: reported, and the prediction below uses it
   BackwardProfile profile;
-  BucketPlan plan;          // rank 0's choice, broadcast
+  std::vector<PlanTrial> trials;  // every plan tried, ascending caps
+  BucketPlan plan;           // the choice, broadcast by rank 0, with the model's prediction
+  double step_s = 0;         // the chosen plan's measured step
   double measure_seconds = 0;  // wall time the whole measurement took
 };
 
-// Both measurements, the fit and the choice; rank 0 decides and broadcasts the caps (every
+// The measurements, the fit, the trials and the choice: the least step time among the
+// trials, where times within options.trial_tie_rel count as equal, and among those the fewest
+// buckets, then the largest caps (pick_least); rank 0 decides and broadcasts the caps (every
 // rank returns the same plan). `reducer`: the options the training's reducer will use (its caps
 // are ignored). Collective on comm.
 AutosizeResult autosize_buckets(MPI_Comm comm, Sequential<float>& model, const float* x, int64_t batch,

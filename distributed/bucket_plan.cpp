@@ -170,6 +170,26 @@ BucketPlan choose_bucket_caps(const std::vector<ParamSlice>& layout, int64_t ele
   return plans[pick_least(scores, options.tie_abs, options.tie_rel)];
 }
 
+std::vector<CapPair> trial_caps(const std::vector<ParamSlice>& layout, int64_t elem_bytes, const AutosizeOptions& options) {
+  HDDP_CHECK_ARG(options.max_trials >= 2, "trial_caps: max_trials must be >= 2");
+  HDDP_CHECK_ARG(options.tune_first || options.first_cap_bytes > 0, "trial_caps: first_cap_bytes must be > 0");
+  std::vector<CapPair> distinct;
+  std::vector<std::vector<int64_t>> seen;  // each plan's bucket begins
+  for (int64_t c : candidate_caps(layout, elem_bytes)) {
+    const CapPair p{c, options.tune_first ? c : options.first_cap_bytes};
+    std::vector<int64_t> begins;
+    for (const Bucket& b : assign_buckets(layout, elem_bytes, p.cap_bytes, p.first_cap_bytes)) begins.push_back(b.begin);
+    if (std::find(seen.begin(), seen.end(), begins) != seen.end()) continue;
+    seen.push_back(std::move(begins));
+    distinct.push_back(p);
+  }
+  if (distinct.size() <= options.max_trials) return distinct;
+  std::vector<CapPair> thin;
+  const size_t n = options.max_trials;
+  for (size_t k = 0; k < n; ++k) thin.push_back(distinct[k * (distinct.size() - 1) / (n - 1)]);
+  return thin;
+}
+
 std::string format_bytes(int64_t bytes) {
   char buf[64];
   auto fmt = [&](double v, const char* unit) {

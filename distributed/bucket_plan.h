@@ -94,7 +94,25 @@ struct AutosizeOptions {
   // among them the fewest buckets win (each collective costs per-call overhead the model
   // only partly sees), then the largest caps.
   double tie_abs = 1e-6, tie_rel = 0.01;
+  // The trial of plans on the link (bucket_autosize.h): at most max_trials distinct plans,
+  // each run for `trial_steps` real steps in each of `trial_rounds` interleaved rounds; steps
+  // within trial_tie_rel of the fastest count as equal (the measurement's noise).
+  size_t max_trials = 8;
+  int trial_rounds = 3, trial_steps = 3;
+  double trial_tie_rel = 0.02;
 };
+
+// A pair of bucket caps: (cap_bytes, first_cap_bytes).
+struct CapPair {
+  int64_t cap_bytes = 0, first_cap_bytes = 0;
+};
+
+// The plans worth trying on the link: for each cap of candidate_caps, the pair (cap,
+// tune_first ? cap : first_cap_bytes); a pair that gives the same buckets as a smaller one is
+// left out. Ascending caps, the smallest and the whole arena always in; beyond max_plans an
+// evenly spaced subset of the distinct plans. Throws std::invalid_argument on a bad layout.
+std::vector<CapPair> trial_caps(const std::vector<ParamSlice>& layout, int64_t elem_bytes,
+                                const AutosizeOptions& options);
 
 // The caps minimising predicted exposed communication over candidate_caps (for the first
 // cap too when tune_first). Deterministic: the same inputs give the same plan on every rank.

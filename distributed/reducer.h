@@ -24,6 +24,18 @@
 //   Default: Test. It gave the shortest 2-rank training step in most configurations measured
 //   and takes no core; the thread helps only with a core of its own (progress_cpu), which the
 //   2-core machines measured could not give it.
+// Buckets and progress on a link (bench/link/: 2 ranks, each in a network namespace of its own
+// on one core, joined by a veth link shaped to 1-25 Gbit/s each way; bench/RESULTS.md, "Over
+// a network link"): over TCP a transfer moves only while some MPI call runs on the rank, so
+//   - every long kernel calls the progress hook (the GEMM and the direct convolution), else a
+//     bucket launched before a convolution's backward sat still until finish(): the CNN's
+//     1.57 MiB Linear bucket took 15 ms at 1 Gbit/s instead of the link's 12 ms;
+//   - the cap is 1 MiB, not PyTorch's 25 MiB: with 25 MiB the CNN's large Linear shared a
+//     bucket with the convolutions and left at the end of backward (1 Gbit/s: 26.6 ms a step
+//     against 18.7 ms; 3 Gbit/s: 19.0 against 15.5). On unshaped and 10-25 Gbit/s links every
+//     cap, and Blocking mode, were within the run-to-run spread (about 5 %) of each other:
+//     there the kernel's TCP copies take the rank's one core whether the transfer overlaps
+//     backward or follows it.
 // Averaging: each bucket is summed by MPI, then multiplied by 1/P once complete. The sum is
 // the same on every rank, so parameters stay bitwise identical across ranks. With 2 ranks the
 // reduction op itself averages, (a + b) * 0.5 - bitwise the same result, without the extra
@@ -54,7 +66,11 @@ bool overlaps(ReduceMode m);                         // launches buckets during 
 int required_thread_level(ReduceMode m);             // the MPI thread level the mode needs
 
 struct ReducerOptions {
-  int64_t bucket_cap_bytes = int64_t(25) << 20;      // PyTorch's bucket_cap_mb = 25
+  // 1 MiB (PyTorch: 25 MiB): a large parameter gets a bucket of its own, launched as soon as
+  // its layer's backward is done, instead of waiting in a bucket with the layers before it (on
+  // a CNN, the first Linear's weights with every convolution's: ready only when backward
+  // ends). See "Buckets and progress on a link" above.
+  int64_t bucket_cap_bytes = int64_t(1) << 20;
   int64_t first_bucket_cap_bytes = int64_t(1) << 20;  // PyTorch's first bucket: 1 MiB
   ReduceMode mode = ReduceMode::Test;
   double poll_interval_us = 50;   // 10..1000 us made no consistent difference to a step

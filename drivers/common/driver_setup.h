@@ -116,12 +116,13 @@ inline TrainingRunOptions training_run_options(const cli::TrainingOptions& t, co
   return r;
 }
 
-// --bucket-mb auto (distributed/bucket_autosize.h): a few allreduces and a warm-up
-// forward/backward of `batch` samples from a stream of its own (seed, 1000 + rank): the
-// training samples and parameters are untouched; rank 0 decides, every rank builds the same
-// buckets. tune_first: --first-bucket-mb auto too.
-inline void autosize(const mpi::Env& env, Sequential<float>& model, int64_t batch, uint64_t seed, bool tune_first,
-                     ReducerOptions& r) {
+// --bucket-mb auto (distributed/bucket_autosize.h): every distinct bucket plan tried for a few
+// real steps on the job's own network, on `batch` samples from a stream of its own (seed,
+// 1000 + rank): the training samples and parameters are untouched; every rank builds the same
+// buckets. tune_first: --first-bucket-mb auto too. Rank 0 prints the choice and what it rests
+// on; the result goes to --stats-json (autosize_json).
+inline AutosizeResult autosize(const mpi::Env& env, Sequential<float>& model, int64_t batch, uint64_t seed,
+                               bool tune_first, ReducerOptions& r) {
   Rng warm(seed, 1000 + uint64_t(env.rank()));
   std::vector<float> wx(size_t(batch * model.in_features())), wy(size_t(batch * model.out_features()));
   for (auto& v : wx) v = warm.uniform(-1.0f, 1.0f);
@@ -132,13 +133,27 @@ inline void autosize(const mpi::Env& env, Sequential<float>& model, int64_t batc
   const AutosizeResult a = autosize_buckets(env.comm(), model, wx.data(), batch, wy.data(), ao, r);
   r.bucket_cap_bytes = a.plan.cap_bytes;
   r.first_bucket_cap_bytes = a.plan.first_cap_bytes;
-  if (env.root())
-    std::printf("bucket caps: auto -> %s (first bucket %s), %zu buckets; predicted exposed communication %.3g ms "
-                "per step (allreduce fit: %.3g us + %.3g us/MiB, backward %.3g ms); measured in %.2f s\n",
+  if (env.root()) {
+    std::string tried;
+    char buf[96];
+    for (const PlanTrial& t : a.trials) {
+      std::snprintf(buf, sizeof buf, "%s%s: %zu buckets %.3g ms", tried.empty() ? "" : ", ",
+                    format_bytes(t.cap_bytes).c_str(), t.num_buckets, 1e3 * t.step_s);
+      tried += buf;
+    }
+    std::printf("bucket caps: auto -> %s (first bucket %s), %zu buckets: %.3g ms per step, the fastest of %zu plans "
+                "tried on this network (the fewest buckets within %.0f %%); measured in %.2f s\n"
+                "  plans tried (cap: step): %s\n"
+                "  allreduce fit %.3g us + %.3g us/MiB, backward %.3g ms\n",
                 format_bytes(a.plan.cap_bytes).c_str(), format_bytes(a.plan.first_cap_bytes).c_str(), a.plan.num_buckets,
-                1e3 * a.plan.exposed, 1e6 * a.model.alpha, 1e6 * 1048576.0 * a.model.beta, 1e3 * a.profile.total,
-                a.measure_seconds);
+                1e3 * a.step_s, a.trials.size(), 100.0 * ao.trial_tie_rel, a.measure_seconds, tried.c_str(),
+                1e6 * a.model.alpha, 1e6 * 1048576.0 * a.model.beta, 1e3 * a.profile.total);
+  }
+  return a;
 }
+
+// --bucket-mb auto's choice and measurements as one JSON object (a --stats-json line).
+std::string autosize_json(const AutosizeResult& a);
 
 // What a driver's main() parsed before MPI started (so the thread level can follow
 // --reduce-mode): the verdict ("" or the message), the options' hash, whether --help was given.

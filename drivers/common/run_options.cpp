@@ -2,7 +2,10 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include <hddp/core/util.h>  // exact_string, user_message
+#include "common/driver_setup.h"
 
 namespace hddp::cli {
 namespace {
@@ -66,11 +69,11 @@ void add_parallel_options(CLI::App& app, ParallelOptions& o) {
   app.add_option("--threads", o.threads, "OpenMP threads per rank; 0: OMP_NUM_THREADS, else\n"
                                          "SLURM_CPUS_PER_TASK, else this node's cores divided among its ranks")
       ->check(integer(0, 4096))->type_name("N")->group(g);
-  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB, or auto: chosen at start to minimise the\n"
-                                              "predicted exposed communication, from an allreduce timing fit\n"
-                                              "(alpha + beta bytes) and the backward time per layer of a warm-up\n"
-                                              "step; rank 0 prints the caps. They come from a measurement, so a\n"
-                                              "resumed run may not be bitwise the one it continues")
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket cap, MiB, or auto: at start, every distinct bucket\n"
+                                              "plan runs a few real steps on this job's network and the fastest\n"
+                                              "wins; rank 0 prints the caps and the times (--stats-json too). They\n"
+                                              "come from a measurement, so with 3+ ranks a resumed run may not be\n"
+                                              "bitwise the one it continues")
       ->transform(or_auto(positive()))->default_str(o.bucket_mb ? std::to_string(int(*o.bucket_mb)) : "auto")
       ->type_name("X|auto")->group(g);
   app.add_option("--first-bucket-mb", o.first_bucket_mb, "first bucket cap, MiB, or auto (with --bucket-mb auto)")
@@ -175,3 +178,25 @@ std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
 }
 
 }  // namespace hddp::cli
+
+namespace hddp::drivers {
+
+std::string autosize_json(const AutosizeResult& a) {
+  nlohmann::ordered_json j{{"type", "bucket_autosize"},
+                           {"cap_bytes", a.plan.cap_bytes},
+                           {"first_cap_bytes", a.plan.first_cap_bytes},
+                           {"buckets", a.plan.num_buckets},
+                           {"step_s", a.step_s},
+                           {"measure_s", a.measure_seconds},
+                           {"allreduce_alpha_s", a.model.alpha},
+                           {"allreduce_beta_s_per_byte", a.model.beta},
+                           {"backward_s", a.profile.total}};
+  nlohmann::ordered_json trials = nlohmann::ordered_json::array();
+  for (const PlanTrial& t : a.trials)
+    trials.push_back({{"cap_bytes", t.cap_bytes}, {"first_cap_bytes", t.first_cap_bytes}, {"buckets", t.num_buckets},
+                      {"step_s", t.step_s}});
+  j["trials"] = trials;
+  return j.dump();
+}
+
+}  // namespace hddp::drivers

@@ -42,7 +42,7 @@ struct TrainingOptions {
 
 struct ParallelOptions {
   int threads = 0;  // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this node's cores / its ranks
-  std::optional<double> bucket_mb = 25, first_bucket_mb = 1;  // MiB; none: "auto"
+  std::optional<double> bucket_mb = 1, first_bucket_mb = 1;  // MiB; none: "auto"
   ReduceMode mode = ReduceMode::Test;
   double timeout = 300;     // the stall watchdog's seconds; 0: off
   bool bf16_grads = false;  // --grad-dtype bf16: buckets sent as bf16

@@ -129,7 +129,8 @@ int run(Env& env, const Options& o) {
   ro.records = [&](int64_t) { return std::map<std::string, std::string>{{"metrics", metrics.encode()}}; };
   ro.rank_values = [&] { return std::vector<double>{loss_sum}; };
   ro.keep_train_seconds = true;  // metrics.csv's elapsed_train_s goes on after a resume
-  if (!o.bucket_mb) hddp::drivers::autosize(env, model, o.batch_size, o.seed, !o.first_bucket_mb, ro.reducer);
+  std::optional<hddp::AutosizeResult> autosized;
+  if (!o.bucket_mb) autosized = hddp::drivers::autosize(env, model, o.batch_size, o.seed, !o.first_bucket_mb, ro.reducer);
   hddp::TrainingRun run(env, model, *opt, ro);
   if (const std::string err = run.begin(); !err.empty()) return usage_error(env, err);
   const int64_t start = run.first_step();
@@ -146,6 +147,7 @@ int run(Env& env, const Options& o) {
                 model.describe().c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size, (long long)spe);
   std::unique_ptr<hddp::JsonLines> stats;
   if (env.root() && !o.stats_json.empty()) stats = std::make_unique<hddp::JsonLines>(o.stats_json);
+  if (stats && autosized) stats->write_line(hddp::drivers::autosize_json(*autosized));
   return train_steps(env, o, {run, model, sampler, train, test, metrics, loss_sum, stats.get()});
 }
 

@@ -130,6 +130,26 @@ TEST(CandidateCaps, RunsOfConsecutiveParameters) {
   EXPECT_THROW(candidate_caps(l, 0), std::invalid_argument);
 }
 
+// The plans a trial runs: one per distinct bucket assignment (a cap giving the same buckets as
+// a smaller one is left out), thinned evenly past max_trials, the extremes kept.
+TEST(TrialCaps, OnePairPerDistinctPlan) {
+  const std::vector<ParamSlice> l = {{"a", 0, 1}, {"b", 1, 2}, {"c", 3, 3}};
+  auto caps_of = [](const std::vector<CapPair>& v) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const CapPair& p : v) out.emplace_back(p.cap_bytes, p.first_cap_bytes);
+    return out;
+  };
+  using V = std::vector<std::pair<int64_t, int64_t>>;
+  // First cap = cap: 4 (c | b | a) and 8 give the same buckets; 12 (c | b a), 20 (c b | a), 24 (c b a).
+  EXPECT_EQ(caps_of(trial_caps(l, 4, {.tune_first = true})), (V{{4, 4}, {12, 12}, {20, 20}, {24, 24}}));
+  EXPECT_EQ(caps_of(trial_caps(l, 4, {.tune_first = true, .max_trials = 3})), (V{{4, 4}, {12, 12}, {24, 24}}));
+  // A fixed first cap of 8 bytes: c always alone; then b | a, or b a.
+  EXPECT_EQ(caps_of(trial_caps(l, 4, {.tune_first = false, .first_cap_bytes = 8})), (V{{4, 8}, {12, 8}}));
+  EXPECT_TRUE(trial_caps({}, 4, {}).empty());
+  EXPECT_THROW(trial_caps(l, 4, {.max_trials = 1}), std::invalid_argument);
+  EXPECT_THROW(trial_caps({{"a", 0, 1}, {"b", 2, 1}}, 4, {}), std::invalid_argument);  // a gap
+}
+
 TEST(ChooseBucketCaps, TiesGoToFewerBuckets) {
   // Caps 400 and 800 both leave 3 s exposed (see HandComputedTimeline); 800 needs 3 buckets.
   const BucketPlan p = choose_bucket_caps(four_params(), 4, one_per_second(), {0.5, 1.0 / 400},

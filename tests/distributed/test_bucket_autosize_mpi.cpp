@@ -17,12 +17,6 @@ namespace {
 
 using namespace hddp;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 // True on every rank when v is the same on every rank.
 bool same_everywhere(int64_t v) {
   int64_t lo = 0, hi = 0;
@@ -82,12 +76,34 @@ TEST(Autosize, SameCapsOnEveryRank) {
       EXPECT_GE(r.profile.events[k].t, k ? r.profile.events[k - 1].t : 0.0);
     }
     EXPECT_GE(r.profile.total, r.profile.events.back().t);
-    // Rank 0's decision is the pure function of the (shared) measurements.
-    const BucketPlan again = choose_bucket_caps(param_layout(model.param_views()), 4, r.profile, r.model, opt);
-    if (world_rank() == 0) {
-      EXPECT_EQ(again.cap_bytes, r.plan.cap_bytes);
-      EXPECT_EQ(again.first_cap_bytes, r.plan.first_cap_bytes);
+    // The trials: every distinct plan, each with the same time on every rank; the choice is
+    // the fastest, or one with fewer buckets within the tie tolerance of it.
+    const std::vector<CapPair> tried = trial_caps(param_layout(model.param_views()), 4, opt);
+    ASSERT_EQ(r.trials.size(), tried.size());
+    // A fixed 1 MiB first cap holds this model whole: one plan; with it tuned, several.
+    ASSERT_GE(r.trials.size(), tune_first ? 3u : 1u);
+    double fastest = 1e30;
+    const PlanTrial* chosen = nullptr;
+    for (size_t k = 0; k < r.trials.size(); ++k) {
+      const PlanTrial& t = r.trials[k];
+      EXPECT_EQ(t.cap_bytes, tried[k].cap_bytes);
+      EXPECT_EQ(t.first_cap_bytes, tried[k].first_cap_bytes);
+      EXPECT_GT(t.step_s, 0.0);
+      int64_t bits = 0;
+      std::memcpy(&bits, &t.step_s, sizeof bits);
+      EXPECT_TRUE(same_everywhere(bits)) << "trial " << k;
+      fastest = std::min(fastest, t.step_s);
+      if (t.cap_bytes == r.plan.cap_bytes && t.first_cap_bytes == r.plan.first_cap_bytes) chosen = &t;
     }
+    ASSERT_NE(chosen, nullptr) << "the plan chosen was not tried";
+    EXPECT_EQ(chosen->num_buckets, r.plan.num_buckets);
+    EXPECT_EQ(chosen->step_s, r.step_s);
+    const double tie = fastest + std::max(opt.tie_abs, opt.trial_tie_rel * fastest);  // pick_least's
+    EXPECT_LE(r.step_s, tie);
+    for (const PlanTrial& t : r.trials)  // nothing within the tie has fewer buckets
+      if (t.step_s <= tie) {
+        EXPECT_GE(t.num_buckets, r.plan.num_buckets);
+      }
     // The hook is gone and the gradients are zero: a DistributedModel can be built next.
     for (int64_t i = 0; i < model.num_params(); ++i) ASSERT_EQ(model.grads()[i], 0.0f) << i;
     ReducerOptions ro;
