@@ -56,6 +56,8 @@
 //                                       step / blocking step ratios and <mode>_watchdog_vs_off
 //                                       (the watchdog's cost) (per round, median).
 //
+// --bytes=N[,N...] (ours): the allreduce/ benchmarks of section 1 at these sizes as well, e.g. a
+// model's gradient bytes per step (bench/link/link_table.sh: communication alone over a link).
 // --table-csv=FILE (ours, not Google Benchmark's): rank 0 writes the allreduce/blocking and
 // allreduce/iallreduce_wait/*/nbc:rabenseifner medians as bench/at_scale's allreduce table
 // (op,ranks,bytes,seconds,reduction_charged = 1), the table a cluster run gives the replay.
@@ -596,11 +598,14 @@ int thread_level(int argc, char** argv) {
   return MPI_THREAD_FUNNELED;
 }
 
-void register_all() {
+void register_all(const std::vector<int64_t>& extra_sizes) {
   const int nbcs[] = {kBinomial, kRabenseifner};
-  // 1. latency / bandwidth, 4 B ... 64 MiB in powers of 4: MPI_Allreduce, then
-  //    Iallreduce + Wait with libnbc's binomial tree (its choice here) and with rabenseifner.
-  for (int64_t bytes = 4; bytes <= (int64_t(64) << 20); bytes *= 4)
+  // 1. latency / bandwidth, 4 B ... 64 MiB in powers of 4, and the --bytes sizes: MPI_Allreduce,
+  //    then Iallreduce + Wait with libnbc's binomial tree (its choice here) and with rabenseifner.
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 4; bytes <= (int64_t(64) << 20); bytes *= 4) sizes.push_back(bytes);
+  sizes.insert(sizes.end(), extra_sizes.begin(), extra_sizes.end());
+  for (int64_t bytes : sizes)
     for (int variant = 0; variant < 3; ++variant) {
       const bool nb = variant > 0;
       const int nbc = variant == 2 ? kRabenseifner : kBinomial;
@@ -681,9 +686,29 @@ void register_all() {
 
 }  // namespace
 
+// --bytes=N[,N...] (ours): section 1 for these sizes too (a model's gradient bytes per step).
+std::vector<int64_t> extra_sizes(int argc, char** argv) {
+  std::vector<int64_t> v;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--bytes=", 8) != 0) continue;
+    std::string list = argv[i] + 8;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string item = list.substr(at, comma - at);
+      char* end = nullptr;
+      const long long n = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || n < 4 || n % 4 != 0 || n > (int64_t(1) << 31))
+        throw Error("bench_allreduce: --bytes: '" + item + "' is not a whole number of floats' bytes (4 to 2^31, a multiple of 4)");
+      v.push_back(n);
+      at = comma + 1;
+    }
+  }
+  return v;
+}
+
 int main(int argc, char** argv) {
   try {
-    register_all();
+    register_all(extra_sizes(argc, argv));
     hddp::mpi::Env env(&argc, &argv, thread_level(argc, argv));
     if (env.size() > 1 && (has_flag(argc, argv, "--benchmark_enable_random_interleaving") ||
                            has_flag(argc, argv, "--benchmark_min_warmup_time")))
@@ -694,6 +719,7 @@ int main(int argc, char** argv) {
     std::vector<char*> args(argv, argv + argc);
     for (auto it = args.begin() + 1; it != args.end();)
       if (std::strncmp(*it, "--table-csv=", 12) == 0) table_csv = *it + 12, it = args.erase(it);
+      else if (std::strncmp(*it, "--bytes=", 8) == 0) it = args.erase(it);
       else ++it;
     // Other ranks: no file output either (they would overwrite rank 0's --benchmark_out).
     if (!env.root())

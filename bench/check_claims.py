@@ -438,6 +438,47 @@ CLAIMS += [
     ("bench/RESULTS.md", "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 2), 6.75, 0.005),
 ]
 
+# Over a network link (bench/link/link_table.sh): the kept table is what link_table.py makes of
+# the CSV, its rows are in RESULTS, and the figures README and RESULTS quote are the CSV's.
+ldir = os.path.join(RESULTS, "link")
+lmd = open(os.path.join(ldir, "link_steps.md")).read()
+lines = lmd.splitlines()
+lcpu = lines[0][len("CPU: "):lines[0].index(". 2 ranks")]
+lnote = lines[5][lines[5].index("exposed = hddp default - compute alone. ") + len("exposed = hddp default - compute alone. "):]
+checks += 1
+if regenerate("bench/link/link_table.py", os.path.join(ldir, "link_steps.csv"), None, [lcpu, lnote]) != lmd:
+    failures.append(f"{ldir}/link_steps.md: not what bench/link/link_table.py makes of link_steps.csv")
+checks += 1
+lmissing = [l for l in lines if l.startswith("| ") and not l.startswith("| link") and l not in read("bench/RESULTS.md")]
+if lmissing:
+    failures.append(f"bench/RESULTS.md lacks {len(lmissing)} row(s) of link/link_steps.md, the first: {lmissing[0]}")
+lj = json.loads(subprocess.run([sys.executable, os.path.join(ROOT, "bench", "link", "link_table.py"),
+                                os.path.join(ldir, "link_steps.csv"), "--json"], capture_output=True, text=True, check=True).stdout)
+lrow = {(m, r["rate"]): r for m in lj for r in lj[m]["rows"]}
+fast = ("none", "25gbit", "10gbit", "3gbit")
+slow_ratio = [lrow[(m, "1gbit")]["default_vs_comm"] for m in ("cnn", "mlp")]
+gd = list(csv.DictReader(open(os.path.join(RESULTS, "bf16", "grad_dtype.csv"))))
+gacc = {g: 100 * statistics.mean(float(r["test_accuracy"]) for r in gd if r["grad_dtype"] == g) for g in ("float", "bf16")}
+CLAIMS += [
+    ("README.md", "2.13-2.26x PyTorch DDP at its best bucket cap", min(lrow[("cnn", r)]["vs_torch"] for r in fast), 2.13, 0.005),
+    ("README.md", "2.13-2.26x PyTorch DDP at its best bucket cap", max(lrow[("cnn", r)]["vs_torch"] for r in fast), 2.26, 0.005),
+    ("README.md", "1.52-1.61 s per\nepoch of 100 steps", min(lrow[("cnn", r)]["default"] for r in fast), 1.52, 0.005),
+    ("README.md", "1.52-1.61 s per\nepoch of 100 steps", max(lrow[("cnn", r)]["default"] for r in fast), 1.61, 0.005),
+    ("README.md", "against 1.39 s with no communication", lj["cnn"]["compute"], 1.39, 0.005),
+    ("README.md", "at 1 Gbit/s 1.88 s (1.94x PyTorch)", lrow[("cnn", "1gbit")]["default"], 1.88, 0.005),
+    ("README.md", "at 1 Gbit/s 1.88 s (1.94x PyTorch)", lrow[("cnn", "1gbit")]["vs_torch"], 1.94, 0.005),
+    ("README.md", "where 25 MiB\nbuckets took 2.74 s", lrow[("cnn", "1gbit")]["variants"]["cap25"], 2.74, 0.005),
+    ("README.md", "(1.63 s at 1 Gbit/s)", lrow[("cnn", "1gbit")]["bf16"], 1.63, 0.005),
+    ("README.md", "the MLP (1024 wide) 1.59-1.69x", min(lrow[("mlp", r)]["vs_torch"] for r in fast[:3]), 1.59, 0.005),
+    ("README.md", "the MLP (1024 wide) 1.59-1.69x", max(lrow[("mlp", r)]["vs_torch"] for r in fast[:3]), 1.69, 0.005),
+    ("README.md", "at 1 Gbit/s the step is 1.28-1.33x the bytes' own time", min(slow_ratio), 1.28, 0.005),
+    ("README.md", "at 1 Gbit/s the step is 1.28-1.33x the bytes' own time", max(slow_ratio), 1.33, 0.005),
+    ("README.md", "the MLP at 3 Gbit/s 1.67x", lrow[("mlp", "3gbit")]["default_vs_comm"], 1.67, 0.005),
+    ("bench/RESULTS.md", "test accuracy 88.60 % against\n88.87 %", gacc["bf16"], 88.60, 0.005),
+    ("bench/RESULTS.md", "test accuracy 88.60 % against\n88.87 %", gacc["float"], 88.87, 0.005),
+    ("bench/RESULTS.md", "1 rank: hddp 0.91 s, PyTorch 1.50 s: 1.65x", lj["mlp"]["compute_torch"] / lj["mlp"]["compute"], 1.65, 0.005),
+]
+
 for path, text, value, stated, tol in CLAIMS:
     checks += 1
     if text not in read(path):

@@ -26,16 +26,17 @@
 //   2-core machines measured could not give it.
 // Buckets and progress on a link (bench/link/: 2 ranks, each in a network namespace of its own
 // on one core, joined by a veth link shaped to 1-25 Gbit/s each way; bench/RESULTS.md, "Over
-// a network link"): over TCP a transfer moves only while some MPI call runs on the rank, so
-//   - every long kernel calls the progress hook (the GEMM and the direct convolution), else a
-//     bucket launched before a convolution's backward sat still until finish(): the CNN's
-//     1.57 MiB Linear bucket took 15 ms at 1 Gbit/s instead of the link's 12 ms;
+// a network link", 3 interleaved rounds): over TCP a transfer moves only while some MPI call
+// runs on the rank, so
+//   - every long kernel calls the progress hook (the GEMM and the direct convolution); before
+//     the convolution did, a bucket launched before its backward sat still until finish();
 //   - the cap is 1 MiB, not PyTorch's 25 MiB: with 25 MiB the CNN's large Linear shared a
-//     bucket with the convolutions and left at the end of backward (1 Gbit/s: 26.6 ms a step
-//     against 18.7 ms; 3 Gbit/s: 19.0 against 15.5). On unshaped and 10-25 Gbit/s links every
-//     cap, and Blocking mode, were within the run-to-run spread (about 5 %) of each other:
-//     there the kernel's TCP copies take the rank's one core whether the transfer overlaps
-//     backward or follows it.
+//     bucket with the convolutions and left at the end of backward (1 Gbit/s: 27.4 ms a step
+//     against 18.8 ms; 3 Gbit/s: 18.2 against 16.1).
+//   On unshaped and 10-25 Gbit/s links the modes and caps were within 5-7 % of each other (the
+//   spread of the rounds): there the kernel's TCP work takes the rank's one core whether the
+//   transfer overlaps backward or follows it. Test mode stays the default: Thread was never
+//   faster by more than the spread, and a poll interval of 200 us instead of 50 changed nothing.
 // Averaging: each bucket is summed by MPI, then multiplied by 1/P once complete. The sum is
 // the same on every rank, so parameters stay bitwise identical across ranks. With 2 ranks the
 // reduction op itself averages, (a + b) * 0.5 - bitwise the same result, without the extra

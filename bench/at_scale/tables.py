@@ -4,6 +4,8 @@
   tables.py summary OUT             replay per model and P, the in-simulator check, Horovod
   tables.py comm DIR                the communication model against the reducer (comm_check.sh's
                                     comm-<P>.csv in DIR, bench/results/<cpu>/at_scale)
+  tables.py comm-link DIR           the same over shaped network links (bench/link/comm_check_link.sh's
+                                    comm-<rate>-<P>.csv in DIR, bench/results/<cpu>/link), goal 15 %
 """
 import csv
 import glob
@@ -61,30 +63,42 @@ def summary(o):
     return "\n".join(out)
 
 
-def comm(d):
-    """One row per ranks, mode and cap: measured and replayed communication, the median ratio."""
+def comm(d, link=False):
+    """One row per ranks, mode and cap (and link): measured and replayed communication, the
+    median ratio."""
     out = []
-    for path in sorted(glob.glob(os.path.join(d, "comm-[0-9].csv"))):
+    tol = 0.15 if link else 0.25
+    paths = glob.glob(os.path.join(d, "comm-*-[0-9].csv" if link else "comm-[0-9].csv"))
+    def rate_key(p):  # comm-<rate>-<P>.csv: the fastest link first, then P
+        rate = os.path.basename(p).split("-")[1]
+        scale = {"gbit": 1e9, "mbit": 1e6}
+        for unit, mult in scale.items():
+            if rate.endswith(unit):
+                return (-float(rate[:-len(unit)]) * mult, p)
+        return (0.0, p)
+    for path in sorted(paths, key=rate_key if link else None):
         r = rows(path)
         if not out:
             out += [f"CPU: {r[0]['cpu']}; {r[0]['rounds']} interleaved rounds, medians; "
                     f"compute {float(r[0]['compute_ms']):.2f} ms (2 ranks) per step",
                     "",
-                    "| ranks | mode | cap | buckets | measured comm | replayed | replayed / measured [min..max over rounds] | goal (within 25 %) |",
-                    "|---:|---|---:|---:|---:|---:|---:|---|"]
+                    ("| link " if link else "") + "| ranks | mode | cap | buckets | measured comm | replayed "
+                    f"| replayed / measured [min..max over rounds] | goal (within {round(100 * tol)} %) |",
+                    ("|---" if link else "") + "|---:|---|---:|---:|---:|---:|---:|---|"]
+        rate = os.path.basename(path).split("-")[1] if link else None
         for x in r:
             q = float(x["ratio"])
-            out.append(f"| {x['ranks']} | {x['mode']} | {int(x['cap_bytes'])} B | {x['buckets']} | "
+            out.append((f"| {rate} " if link else "") + f"| {x['ranks']} | {x['mode']} | {int(x['cap_bytes'])} B | {x['buckets']} | "
                        f"{float(x['measured_comm_ms']):.3f} ms | {float(x['replay_comm_ms']):.3f} ms | "
                        f"{q:.2f} [{float(x['ratio_min']):.2f}..{float(x['ratio_max']):.2f}] | "
-                       f"{'met' if abs(q - 1) <= 0.25 else 'short'} |")
+                       f"{'met' if abs(q - 1) <= tol else 'short'} |")
     return "\n".join(out)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("summary", "comm"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("summary", "comm", "comm-link"):
         sys.exit(__doc__)
-    if sys.argv[1] == "comm":
-        print(comm(sys.argv[2]))
+    if sys.argv[1].startswith("comm"):
+        print(comm(sys.argv[2], link=sys.argv[1] == "comm-link"))
     else:
         print(summary(sys.argv[2]))

@@ -131,6 +131,7 @@ fi
 
 # ---- What this machine must allow -------------------------------------------------------
 [ "$(id -u)" -eq 0 ] || die_env "network namespaces need root (run it as root, or with sudo)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # Open MPI refuses root unless told
 for t in ip tc taskset unshare hostname mpiexec; do
   command -v "$t" >/dev/null || die_env "'$t' is not installed (Debian: apt-get install iproute2 util-linux hostname openmpi-bin)"
 done

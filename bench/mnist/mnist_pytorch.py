@@ -12,6 +12,10 @@ Conv2d(32,64,3,padding=1) ReLU MaxPool2d(2) Flatten Linear(3136,128) ReLU Linear
 images as 1 x 28 x 28 (PyTorch runs its convolutions through oneDNN, torch.backends.mkldnn).
 Usage: mpiexec -n P python3 bench/mnist/mnist_pytorch.py DATA_DIR EPOCHS [BATCH] [WIDTH] [MODEL] [SEED]
 (defaults 64, 256, mlp, 0).
+Environment: HDDP_TORCH_AUTOCAST=bf16 (below); HDDP_TORCH_LIMIT_TRAIN=N: the first N training
+images only (mnist_train --limit-train N); HDDP_TORCH_BUCKET_MB=X: DDP's bucket_cap_mb (25 by
+default); HDDP_TORCH_COMM_HOOK=fp16: DDP's fp16_compress_hook, gradients on the wire as fp16 (half
+the bytes; PyTorch 1.13's gloo has no bf16 allreduce: "Invalid scalar type").
 """
 import gzip
 import json
@@ -60,6 +64,9 @@ def main():
         return torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
 
     (xtr, ytr), (xte, yte) = load("train"), load("t10k")
+    limit = int(os.environ.get("HDDP_TORCH_LIMIT_TRAIN", "0"))
+    if limit > 0:
+        xtr, ytr = xtr[:limit], ytr[:limit]
     train = TensorDataset(xtr, ytr)
     sampler = DistributedSampler(train, num_replicas=size, rank=rank, shuffle=True, seed=seed)
     loader = DataLoader(train, batch_size=batch, sampler=sampler)
@@ -72,7 +79,10 @@ def main():
         prep = lambda x: x.float() / 255.0  # noqa: E731
         model = nn.Sequential(nn.Flatten(), nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
                               nn.Linear(width, 10))
-    ddp = DDP(model)
+    ddp = DDP(model, bucket_cap_mb=float(os.environ.get("HDDP_TORCH_BUCKET_MB", "25")))
+    if os.environ.get("HDDP_TORCH_COMM_HOOK", "") == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     n_test = xte.shape[0]
