@@ -32,8 +32,8 @@
 #   --mpiexec-arg ARG   one more mpiexec argument (repeatable), e.g. -x HDDP_VAR
 #   --dry-run           print the mpiexec line and exit without making anything
 #   -h, --help          this text
-# Needs root (ip netns), iproute2 (ip, tc), taskset and Open MPI. Every namespace it made is
-# removed when it ends, however it ends (a run killed with SIGKILL leaves them to the next run,
+# Needs root (ip netns), iproute2 (ip, tc), taskset and Open MPI. SIGINT, SIGTERM and SIGHUP go
+# on to mpiexec. Every namespace it made is removed when it ends, however it ends (a run killed with SIGKILL leaves them to the next run,
 # which removes namespaces whose owner is gone). Exits with the program's status (mpiexec's),
 # 2 on bad options, 3 when it cannot build the network here (not root, a tool missing, no
 # network namespaces).
@@ -152,16 +152,23 @@ remove_ns() {  # ends what still runs in each namespace, then removes it
     ip netns del "$ns" 2>/dev/null || true
   done
 }
-CUT_PID=""
+CUT_PID="" MPI_PID=""
 cleanup() {
   [ -n "$CUT_PID" ] && kill "$CUT_PID" 2>/dev/null || true
   [ ${#NSS[@]} -gt 0 ] && remove_ns "${NSS[@]}"
   NSS=()
 }
+# A signal to the script goes on to mpiexec (which passes it to the ranks); then the namespaces
+# go, with whatever still runs in them. mpiexec runs in the background so that the signal is
+# handled at once, not when mpiexec ends.
+on_signal() {
+  [ -n "$MPI_PID" ] && kill -TERM "$MPI_PID" 2>/dev/null
+  exit "$1"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
 
 # Namespaces left by a run that was killed outright (its PID is gone).
 for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep '^hddp-link-[0-9]*-' || true); do
@@ -218,5 +225,7 @@ echo "shaped_link: $NODES nodes, data link $desc, $THREADS OpenMP threads per ra
 export HDDP_LINK_MAP="${MAP[*]}"
 rc=0
 ip netns exec "$PREFIX-n0" unshare --uts taskset -c "$(node_cpus 0)" \
-  /bin/sh -c 'hostname node0 && exec "$@"' sh "${MPIEXEC[@]}" || rc=$?
+  /bin/sh -c 'hostname node0 && exec "$@"' sh "${MPIEXEC[@]}" <&0 &
+MPI_PID=$!
+wait "$MPI_PID" || rc=$?
 exit "$rc"

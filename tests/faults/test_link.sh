@@ -7,6 +7,7 @@
 #   cut       the last node's data link cut once the first checkpoint exists (--cut-when):
 #             the stall watchdog ends the job with exit 4, the report names rank 1, and the
 #             checkpoint kept is whole and resumes
+#   term      SIGTERM to the script ends the job at once: exit 143, no rank, no namespace left
 #   cleanup   no namespace of the script's is left, nor any rank
 # No timing is asserted: every wait is on a state (a file, an exit) with a generous bound.
 # Needs root and network namespaces: skipped (77) otherwise, as the Slurm tests are.
@@ -100,6 +101,21 @@ cut() {
   echo "  cut: exit $rc; checkpoint of epoch $k kept, resumed bitwise"
 }
 
+# SIGTERM to the script: it ends mpiexec, every rank and every namespace it made at once.
+terminated() {
+  local d=$WORK/term pid rc
+  mkdir -p "$d"
+  bg "$d/log" "${ON_LINK[@]}" -- "$BIN" "${C[@]}" --epochs 100000 --out "$d"
+  pid=$BG
+  wait_for "$d/log" '^epoch 1/100000: train loss' 120 "$pid" || { fail "terminated: no epoch line"; return; }
+  kill -TERM "$pid"
+  wait_rc "$pid" 60; rc=$?
+  [ "$rc" -eq 143 ] || fail "terminated: exit code $rc, expected 143"
+  none_left "$d" 20 || fail "terminated: ranks left running"
+  [ "$(netns_count)" -eq "$NS_BEFORE" ] || fail "terminated: namespaces left: $(ip netns list | grep '^hddp-link-')"
+  echo "  terminated: exit $rc, no rank and no namespace left"
+}
+
 cleanup() {
   local after
   after=$(netns_count)
@@ -110,5 +126,6 @@ cleanup() {
 run_case "shaped_link.sh refuses bad options and a normal user, saying why" refusals
 run_case "every reduce mode and the bf16 wire: the same bits over the link as over shared memory" bits
 run_case "a cut link: exit 4 through the watchdog, the checkpoint kept whole" cut
+run_case "SIGTERM to the script: mpiexec, the ranks and the namespaces gone" terminated
 run_case "nothing left behind" cleanup
 finish
