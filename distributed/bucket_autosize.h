@@ -9,7 +9,7 @@
 // reported) and the backward profile predict exposed communication assuming the two proceed
 // independently. Over TCP they do not: the kernel's copies and the progress calls take the
 // rank's own cores, and how much of a transfer moves between two progress calls depends on
-// the link. Measured on 2-rank links (1-25 Gbit/s, bench/link/, bench/RESULTS.md "Over a
+// the link. Measured on 2-rank links (1-25 Gbit/s; the project's benchmark results, "Over a
 // network link"): at 1 Gbit/s the model's choice ran the CNN as slowly as Blocking mode (2.67 s
 // an epoch against 1.87 s for the best cap); the trial was within 5 % of the best fixed
 // variant at 9 of the 10 (model, link) pairs and 5.0 % off at the tenth.

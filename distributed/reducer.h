@@ -24,10 +24,10 @@
 //   Default: Test. It gave the shortest 2-rank training step in most configurations measured
 //   and takes no core; the thread helps only with a core of its own (progress_cpu), which the
 //   2-core machines measured could not give it.
-// Buckets and progress on a link (bench/link/: 2 ranks, each in a network namespace of its own
-// on one core, joined by a veth link shaped to 1-25 Gbit/s each way; bench/RESULTS.md, "Over
-// a network link", 3 interleaved rounds): over TCP a transfer moves only while some MPI call
-// runs on the rank, so
+// Buckets and progress on a link (measured with 2 ranks, each in a network namespace of its own
+// on one core, joined by a veth link shaped to 1-25 Gbit/s each way, 3 interleaved rounds; the
+// project's benchmark results, "Over a network link"): over TCP a transfer moves only while
+// some MPI call runs on the rank, so
 //   - every long kernel calls the progress hook (the GEMM and the direct convolution); before
 //     the convolution did, a bucket launched before its backward sat still until finish();
 //   - the cap is 1 MiB, not PyTorch's 25 MiB: with 25 MiB the CNN's large Linear shared a
