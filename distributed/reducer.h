@@ -33,7 +33,7 @@
 //   - the cap is 1 MiB, not PyTorch's 25 MiB: with 25 MiB the CNN's large Linear shared a
 //     bucket with the convolutions and left at the end of backward (1 Gbit/s: 27.4 ms a step
 //     against 18.8 ms; 3 Gbit/s: 18.2 against 16.1).
-//   On unshaped and 10-25 Gbit/s links the modes and caps were within 5-7 % of each other (the
+//   On unshaped and 10-25 Gbit/s links the modes and caps were within 5-8 % of each other (the
 //   spread of the rounds): there the kernel's TCP work takes the rank's one core whether the
 //   transfer overlaps backward or follows it. Test mode stays the default: Thread was never
 //   faster by more than the spread, and a poll interval of 200 us instead of 50 changed nothing.
