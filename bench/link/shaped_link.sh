@@ -39,8 +39,8 @@
 # network namespaces).
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]:-$0}" | sed '$d; s/^# \{0,1\}//'; }
 die_usage() { echo "shaped_link: $*" >&2; echo "shaped_link: see --help" >&2; exit 2; }
 die_env() { echo "shaped_link: cannot build the network here: $*" >&2; exit 3; }
 
