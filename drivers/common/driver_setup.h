@@ -21,6 +21,7 @@
 #include <hddp/core/rng.h>
 #include <hddp/core/util.h>
 #include <hddp/distributed/bucket_autosize.h>
+#include <hddp/distributed/ddp.h>  // param_layout
 #include <hddp/distributed/mpi_env.h>
 #include <hddp/distributed/reducer.h>
 #include <hddp/distributed/watchdog.h>
@@ -130,6 +131,12 @@ inline AutosizeResult autosize(const mpi::Env& env, Sequential<float>& model, in
   AutosizeOptions ao;
   ao.tune_first = tune_first;
   ao.first_cap_bytes = r.first_bucket_cap_bytes;
+  if (env.root()) {  // a large model's trial takes a while: say so first
+    const size_t plans = trial_caps(param_layout(model.param_views()), sizeof(float), ao).size();
+    std::printf("bucket caps: auto: trying %zu plan(s) on this network, %d rounds of %d steps each...\n", plans,
+                ao.trial_rounds, ao.trial_steps + 1);
+    std::fflush(stdout);
+  }
   const AutosizeResult a = autosize_buckets(env.comm(), model, wx.data(), batch, wy.data(), ao, r);
   r.bucket_cap_bytes = a.plan.cap_bytes;
   r.first_bucket_cap_bytes = a.plan.first_cap_bytes;

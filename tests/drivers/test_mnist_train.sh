@@ -111,6 +111,35 @@ if [ -n "$b16_bytes" ] && [ -n "$f32_bytes" ] && [ $((2 * b16_bytes)) -eq "$f32_
 else
   fail "--grad-dtype bf16 bytes per step: '$b16_bytes' against float '$f32_bytes'"
 fi
+# --bucket-mb auto: every distinct plan tried, the choice printed and in --stats-json, among the
+# plans tried, and the run trains with it (the same bits as with those caps given: 2 ranks
+# average exactly whatever the buckets).
+d=$WORK/auto; mkdir -p "$d/fixed"
+if "${MPI[@]}" -n 2 "$BIN" --model cnn --data "$DATA" --limit-train 640 --limit-test 100 --epochs 1 --no-plot \
+     --bucket-mb auto --out "$d" --stats-json "$d/stats.json" --export "$d/w.st" >"$d/log" 2>&1; then
+  grep -Eq "^bucket caps: auto -> .*, [0-9]+ buckets: [0-9.]+ ms per step, the fastest of [0-9]+ plans tried on this network" "$d/log" ||
+    fail "--bucket-mb auto: no choice line: $(grep 'bucket caps' "$d/log")"
+  caps=$(python3 - "$d/stats.json" <<'EOF2'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])][0]
+assert a["type"] == "bucket_autosize", a
+t = a["trials"]
+assert len(t) >= 2 and all(x["step_s"] > 0 for x in t), t
+assert len({(x["cap_bytes"], x["first_cap_bytes"]) for x in t}) == len(t), t  # distinct plans
+chosen = [x for x in t if (x["cap_bytes"], x["first_cap_bytes"]) == (a["cap_bytes"], a["first_cap_bytes"])]
+assert len(chosen) == 1 and chosen[0]["buckets"] == a["buckets"] and chosen[0]["step_s"] == a["step_s"], (a, t)
+print(a["cap_bytes"] / 1048576.0, a["first_cap_bytes"] / 1048576.0)
+EOF2
+  ) || fail "--bucket-mb auto: the stats-json line: $caps"
+  set -- $caps
+  "${MPI[@]}" -n 2 "$BIN" --model cnn --data "$DATA" --limit-train 640 --limit-test 100 --epochs 1 --no-plot \
+    --bucket-mb "$1" --first-bucket-mb "$2" --out "$d/fixed" --export "$d/fixed/w.st" >"$d/fixed/log" 2>&1 ||
+    fail "--bucket-mb $1: $(tail -3 "$d/fixed/log")"
+  cmp -s "$d/w.st" "$d/fixed/w.st" && pass "--bucket-mb auto: plans tried, the choice printed and in stats.json, trained with it" ||
+    fail "--bucket-mb auto: the weights differ from a run with the caps it chose ($1, $2 MiB)"
+else
+  fail "--bucket-mb auto run: $(tail -3 "$d/log")"
+fi
 # SIGTERM to the ranks (scancel, preemption): every rank finishes its step, rank 0 writes the
 # checkpoint (inside an epoch), all exit 75; --resume then ends bitwise where the run that never
 # stopped ends (metrics but the seconds, exported weights). The ranks are frozen (SIGSTOP) at a
