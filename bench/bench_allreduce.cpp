@@ -605,11 +605,14 @@ void register_all(const std::vector<int64_t>& extra_sizes) {
   std::vector<int64_t> sizes;
   for (int64_t bytes = 4; bytes <= (int64_t(64) << 20); bytes *= 4) sizes.push_back(bytes);
   sizes.insert(sizes.end(), extra_sizes.begin(), extra_sizes.end());
-  for (int64_t bytes : sizes)
+  for (size_t i = 0; i < sizes.size(); ++i)
     for (int variant = 0; variant < 3; ++variant) {
+      const int64_t bytes = sizes[i];
       const bool nb = variant > 0;
       const int nbc = variant == 2 ? kRabenseifner : kBinomial;
-      std::string name = std::string("allreduce/") + (nb ? "iallreduce_wait/" : "blocking/") + size_name(bytes);
+      // A --bytes size is named in bytes, as given ("1583104B", not "1546KiB").
+      const std::string size = i + extra_sizes.size() >= sizes.size() ? std::to_string(bytes) + "B" : size_name(bytes);
+      std::string name = std::string("allreduce/") + (nb ? "iallreduce_wait/" : "blocking/") + size;
       if (nb) name += std::string("/nbc:") + nbc_name(nbc);
       reg(name, [bytes, nb, nbc](benchmark::State& st) { bm_allreduce(st, bytes, nb, nbc); })
           ->Iterations(iterations_for(bytes, double(int64_t(1) << 28), 10, 50000))

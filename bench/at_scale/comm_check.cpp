@@ -85,9 +85,12 @@ double step(const ModelProfile& m, const std::vector<int64_t>& first_param, Redu
   return slowest(MPI_Wtime() - t0);
 }
 
-// One table entry: the call the reducer makes for a bucket of n floats, with its op (libnbc's
-// algorithm is set once by the caller). The slowest rank's seconds.
-double allreduce_once(bool nonblocking, float* buf, int64_t n, MPI_Op op) {
+// One table entry: the call the reducer makes for a bucket of n floats, with its op and, for
+// MPI_Iallreduce, libnbc's rabenseifner set right before the call as the reducer sets it (a
+// reducer's own launch restores libnbc's choice after it: set once, the table measured the
+// binomial tree after the first reducer step). The slowest rank's seconds.
+double allreduce_once(bool nonblocking, float* buf, int64_t n, MPI_Op op, NbcAlgorithm& algorithm) {
+  if (nonblocking) algorithm.set(kNbcRabenseifner);
   HDDP_MPI(MPI_Barrier(MPI_COMM_WORLD));
   const double t0 = MPI_Wtime();
   if (nonblocking) {
@@ -220,8 +223,7 @@ Raw measure(const Config& c) {
   raw.add_bytes = largest * 4;
   std::vector<float> buf(size_t(largest), 1.0f), a(size_t(largest), 1.0f), b(size_t(largest), 0.5f);
   MPI_Op op = make_reduction_op(raw.ranks);  // the reducer's: with 2 ranks the mean of two
-  NbcAlgorithm algorithm;  // libnbc's rabenseifner, as the reducer sets it; once, outside the timed calls
-  algorithm.set(kNbcRabenseifner);
+  NbcAlgorithm algorithm;  // libnbc's rabenseifner for the table's MPI_Iallreduce calls (allreduce_once)
 
   for (int r = 0; r <= c.rounds; ++r) {  // round 0 warms up
     const bool keep = r > 0;
@@ -232,11 +234,11 @@ Raw measure(const Config& c) {
       if (keep) raw.steps[k].seconds.push_back(t);
     }
     for (auto& [bytes, t] : raw.allreduce) {
-      const double s = allreduce_once(false, buf.data(), bytes / 4, op);
+      const double s = allreduce_once(false, buf.data(), bytes / 4, op, algorithm);
       if (keep) t.push_back(s);
     }
     for (auto& [bytes, t] : raw.iallreduce) {
-      const double s = allreduce_once(true, buf.data(), bytes / 4, op);
+      const double s = allreduce_once(true, buf.data(), bytes / 4, op, algorithm);
       if (keep) t.push_back(s);
     }
     const double s = slowest(add_seconds(a, b));
