@@ -39,13 +39,11 @@ unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 core_json="$("$PY" "$HDDP_ROOT/bench/step/openblas_core.py" 256 1024 784)"
 TORCH_CORE="$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["best"])' "$core_json")"
 
-model_args() {  # model_args MODEL -> the mnist_train options; sets IMAGES, BATCH, WIDTH, BYTES
+model_args() {  # model_args MODEL: sets MARGS (mnist_train's model options), IMAGES, BATCH, WIDTH, BYTES
   if [ "$1" = cnn ]; then
-    IMAGES=12800 BATCH=64 WIDTH=0 BYTES=1686568
-    echo "--model cnn --batch-size 64"
+    MARGS=(--model cnn --batch-size 64) IMAGES=12800 BATCH=64 WIDTH=0 BYTES=1686568
   else
-    IMAGES=25600 BATCH=256 WIDTH=1024 BYTES=7451176
-    echo "--hidden 1024,1024 --batch-size 256"
+    MARGS=(--hidden 1024,1024 --batch-size 256) IMAGES=25600 BATCH=256 WIDTH=1024 BYTES=7451176
   fi
 }
 
@@ -55,18 +53,17 @@ row() { echo "$1,$2,$3,$4,$5,$6,$7,$8" >>"$CSV"; }
 # hddp RATE MODEL REP VARIANT [ARGS...]: one epoch of mnist_train over the link (RATE solo: one
 # rank, half the images, no link).
 hddp() {
-  local rate=$1 model=$2 rep=$3 variant=$4 d margs
+  local rate=$1 model=$2 rep=$3 variant=$4 d
   shift 4
   d="$WORK/h-$rate-$model-$variant-$rep"
   mkdir -p "$d"
-  margs=$(model_args "$model"); model_args "$model" >/dev/null
-  # shellcheck disable=SC2086  # $margs: options
+  model_args "$model"
   if [ "$rate" = solo ]; then
-    OMP_NUM_THREADS=1 timeout 600 taskset -c 0 "$BIN" $margs --limit-train $((IMAGES / 2)) --limit-test 1000 --epochs 1 \
+    OMP_NUM_THREADS=1 timeout 600 taskset -c 0 "$BIN" "${MARGS[@]}" --limit-train $((IMAGES / 2)) --limit-test 1000 --epochs 1 \
       --seed "$rep" --out "$d" --no-plot --stats-json "$d/s.json" "$@" >"$d/log" 2>&1
   else
     local r=(--rate "$rate"); [ "$rate" = none ] && r=()
-    OMP_NUM_THREADS=1 timeout 600 "${LINK[@]}" "${r[@]}" -- "$BIN" $margs --limit-train "$IMAGES" --limit-test 1000 \
+    OMP_NUM_THREADS=1 timeout 600 "${LINK[@]}" "${r[@]}" -- "$BIN" "${MARGS[@]}" --limit-train "$IMAGES" --limit-test 1000 \
       --epochs 1 --seed "$rep" --out "$d" --no-plot --stats-json "$d/s.json" "$@" >"$d/log" 2>&1
   fi || { echo "hddp $rate $model $variant failed:" >&2; tail -5 "$d/log" >&2; exit 1; }
   "$PY" - "$d/s.json" "$rate" "$model" "$rep" "$variant" >>"$CSV" <<'EOF'
@@ -83,11 +80,11 @@ EOF
 
 # torch RATE MODEL REP VARIANT [ENV=VALUE...]: one epoch of bench/mnist/mnist_pytorch.py.
 torch() {
-  local rate=$1 model=$2 rep=$3 variant=$4 d margs ranks=2
+  local rate=$1 model=$2 rep=$3 variant=$4 d ranks=2
   shift 4
   d="$WORK/t-$rate-$model-$variant-$rep"
   mkdir -p "$d"
-  model_args "$model" >/dev/null
+  model_args "$model"
   local images=$IMAGES
   [ "$rate" = solo ] && { ranks=1; images=$((IMAGES / 2)); }
   local envs=(-x OMP_NUM_THREADS=1 -x "HDDP_TORCH_LIMIT_TRAIN=$images" -x "HDDP_TORCH_PORT=$((29700 + RANDOM % 200))")
@@ -120,7 +117,7 @@ comm() {
   local rate=$1 model=$2 rep=$3 d
   d="$WORK/c-$rate-$model-$rep"
   mkdir -p "$d"
-  model_args "$model" >/dev/null
+  model_args "$model"
   local r=(--rate "$rate"); [ "$rate" = none ] && r=()
   OMP_NUM_THREADS=1 timeout 600 "${LINK[@]}" "${r[@]}" -- "$BUILD_DIR/bench/bench_allreduce" --bytes="$BYTES" \
     --benchmark_filter="^allreduce/(blocking/${BYTES}B|iallreduce_wait/${BYTES}B/nbc:rabenseifner)/" \

@@ -5,9 +5,8 @@
 #
 #   bench/link/shaped_link.sh [options] -- PROGRAM [ARGS...]
 #
-# Each node is a network namespace with two interfaces, like a cluster node with a data
-# network and a management network:
-# Node i is named nodeI (its host name, which reports print), with addresses
+# Each node is a network namespace named nodeI (its host name, which reports print) with two
+# interfaces, like a cluster node with a data network and a management network:
 #   data  10.99.0.(i+1)/24  the ranks' MPI traffic (Open MPI's TCP BTL); a veth pair to a
 #                          switch namespace (a bridge), shaped by a token bucket (tc tbf) at
 #                          both ends: RATE out of the node and RATE into it (full duplex)
@@ -33,8 +32,8 @@
 #   --dry-run           print the mpiexec line and exit without making anything
 #   -h, --help          this text
 # Needs root (ip netns), iproute2 (ip, tc), taskset and Open MPI. SIGINT, SIGTERM and SIGHUP go
-# on to mpiexec. Every namespace it made is removed when it ends, however it ends (a run killed with SIGKILL leaves them to the next run,
-# which removes namespaces whose owner is gone). Exits with the program's status (mpiexec's),
+# on to mpiexec. Every namespace it made is removed when it ends, however it ends (a run
+# killed with SIGKILL leaves them to the next run, which removes those whose owner is gone). Exits with the program's status (mpiexec's),
 # 2 on bad options, 3 when it cannot build the network here (not root, a tool missing, no
 # network namespaces).
 set -euo pipefail
@@ -176,7 +175,10 @@ for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep '^hddp-link-[0
   kill -0 "$owner" 2>/dev/null || remove_ns "$ns"
 done
 
-mk() { "$@" 2>/tmp/hddp-link-$$.err || { local e; e="$(cat /tmp/hddp-link-$$.err)"; rm -f /tmp/hddp-link-$$.err; die_env "'$*' failed: $e"; }; }
+mk() {  # runs one ip/tc command; its error message, if any, ends the script
+  local e
+  e="$("$@" 2>&1 >/dev/null)" || die_env "'$*' failed: $e"
+}
 shape() {  # shape NS DEV: a token bucket on DEV's egress
   [ "$RATE" = none ] && return 0
   mk ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$BPS"bit burst "$BURST_B" latency 200ms
@@ -209,7 +211,6 @@ for ((i = 0; i < NODES; ++i)); do
   shape "$ns" data            # out of node i
   shape "$SW" "s$$d$i"         # into node i
 done
-rm -f /tmp/hddp-link-$$.err
 
 if [ -n "$CUT_WHEN" ]; then  # cut the last node's data cable once the file appears
   last=$((NODES - 1))
