@@ -3,6 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
 
 namespace hddp {
@@ -63,6 +64,23 @@ void AdamFamily<T, Hyper>::step(T* params, const T* grads) {
     adamw_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
   else
     adam_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
+}
+
+template <class T>
+std::string Optimizer<T>::describe() const {
+  return std::string(kind()) + " lr=" + exact_string(lr());
+}
+
+template <class T, class Hyper>
+std::string AdamFamily<T, Hyper>::describe() const {
+  return std::string(kind()) + " lr=" + exact_string(h_.lr) + " beta1=" + exact_string(h_.beta1) +
+         " beta2=" + exact_string(h_.beta2) + " eps=" + exact_string(h_.eps) + " weight_decay=" + exact_string(h_.weight_decay);
+}
+
+template <class T>
+std::string SGD<T>::describe() const {
+  return std::string("sgd lr=") + exact_string(h_.lr) + " momentum=" + exact_string(h_.momentum) +
+         " weight_decay=" + exact_string(h_.weight_decay) + " nesterov=" + (h_.nesterov ? "true" : "false");
 }
 
 template <class T, class Hyper>

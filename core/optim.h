@@ -43,6 +43,9 @@ class Optimizer {
   void step(ParamArena<T>& arena);
 
   virtual const char* kind() const = 0;  // "adam", "adamw", "sgd"
+  // Every setting, doubles in shortest round-trip form ("adam lr=0.001 beta1=0.9 ..."): a
+  // checkpoint's run identity. The default names kind() and lr().
+  virtual std::string describe() const;
   virtual std::vector<StateBuffer<T>> state() = 0;
 
   // The learning rate of the next steps. set_lr validates it as the constructor does
@@ -81,6 +84,7 @@ class AdamFamily final : public Optimizer<T> {
   void step(T* params, const T* grads) override;
   using Optimizer<T>::step;
   const char* kind() const override;
+  std::string describe() const override;
   std::vector<StateBuffer<T>> state() override;
   const Hyper& hyper() const { return h_; }
   double lr() const override { return h_.lr; }
@@ -104,6 +108,7 @@ class SGD final : public Optimizer<T> {
   void step(T* params, const T* grads) override;
   using Optimizer<T>::step;
   const char* kind() const override { return "sgd"; }
+  std::string describe() const override;
   std::vector<StateBuffer<T>> state() override;  // empty without momentum
   const SgdHyper& hyper() const { return h_; }
   double lr() const override { return h_.lr; }

@@ -18,16 +18,20 @@
 #include <hddp/train/all_ranks.h>
 #include <hddp/train/evaluate.h>
 #include <hddp/train/metrics_table.h>
-#include <hddp/train/rank_sums.h>
 #include <hddp/train/training_run.h>
 
 using namespace hddp;
 
 // PyTorch's nn.PReLU(): y = x for x > 0, a x otherwise; one slope "weight" (1 x 1), 0.25 at start.
+// Element-wise, so any memory layout will do: reads_nhwc and keeps_layout say so, and the
+// convolutions around it stay channels-last (without them Sequential converts to NCHW and back
+// around this layer: 2.00 ms per step instead of 1.41 at batch 50 on one thread).
 template <class T>
 class PReLU final : public Layer<T> {
  public:
   std::string name() const override { return "PReLU()"; }
+  bool reads_nhwc() const override { return true; }
+  bool keeps_layout() const override { return true; }
   Shape setup(const Shape& in) override { return n_ = numel(in), in; }
   std::vector<ParamSpec> parameters() const override { return {{"weight", 1, 1}}; }
   void reset_parameters(Rng&, T* const* p) const override { p[0][0] = T(0.25); }
@@ -68,26 +72,20 @@ int train(mpi::Env& env, int argc, char** argv) {
   const DistributedSampler sampler(tr.count, 7, env.rank(), env.size());
   const int64_t steps = sampler.steps(batch);
   const LrSchedule lr = LrSchedule::warmup_cosine(opt.lr(), steps, epochs * steps);  // one epoch of warmup
-  MetricsTable metrics({"epoch", "train_loss", "test_accuracy"});
-  double loss_sum = 0;  // this rank's, over the epoch under way (in every checkpoint)
   const std::string out = argv[1];
+  // The kit keeps the metrics and the epoch's loss sums in the checkpoint; the optimizer's
+  // settings and the schedule (its length: the epochs) are part of the run's identity.
   TrainingRun run(env, model, opt,
                   {.program = "cnn_classifier", .epochs = epochs, .steps_per_epoch = steps, .checkpoint = out + "/run.ckpt",
                    .resume = true, .identity = {{"model", model.describe()}, {"images", std::to_string(tr.count)}},
-                   .checkpoint_every = 1, .records = [&](int64_t) { return Records{{"metrics", metrics.encode()}}; },
-                   .rank_values = [&] { return std::vector<double>{loss_sum}; }, .schedule = &lr});
+                   .checkpoint_every = 1, .metrics = {"epoch", "train_loss", "test_accuracy"}, .schedule = &lr});
   if (!(err = run.begin()).empty()) return usage(err);
-  if (run.first_step() > 0)
-    metrics = MetricsTable::decode(run.records().at("metrics"), metrics.columns(), "the checkpoint"), loss_sum = run.rank_values().at(0);
-  const auto epoch_end = [&](int64_t epoch) {  // after the epoch's last update, on every rank
-    RankSums sums;
-    sums.add("loss", loss_sum), loss_sum = 0;
-    const double train_loss = sums.reduce(env, &run.watchdog(), "the training loss").at("loss") / double(steps * env.size());
+  const auto epoch_end = [&](const EpochEnd& e) {  // after the epoch's last update, on every rank
     const Evaluation test = evaluate_classifier(env, run.watchdog(), model, te);
-    metrics.add({double(epoch + 1), train_loss, test.accuracy});
+    run.metrics().add({double(e.epoch + 1), e.train_loss, test.accuracy});
     if (env.root())
-      run.log().line("epoch %lld/%lld: train loss %.4f, test accuracy %.2f %%\n", (long long)(epoch + 1), (long long)epochs,
-                     train_loss, 100 * test.accuracy);
+      run.log().line("epoch %lld/%lld: train loss %.4f, test accuracy %.2f %%\n", (long long)(e.epoch + 1), (long long)epochs,
+                     e.train_loss, 100 * test.accuracy);
   };
   SoftmaxCrossEntropy<float> xent(10);
   std::vector<float> x(size_t(batch * tr.features()));
@@ -100,11 +98,10 @@ int train(mpi::Env& env, int argc, char** argv) {
     model.zero_grad();
     const double loss = xent.forward(model.forward(std::span(x).first(size_t(rows * tr.features())), rows), y.data(), rows);
     run.ddp().backward(xent.grad());  // gradients averaged over the ranks
-    loss_sum += loss;
-    if (const std::optional<int> exit = run.end_step(step, loss, epoch_end)) return *exit;
+    if (const std::optional<int> exit = run.end_step(step, loss, rows, epoch_end)) return *exit;
   }
   run.log().flush();
-  if (env.root()) metrics.write_csv(out + "/metrics.csv"), std::printf("wrote %s/metrics.csv\n", out.c_str());
+  if (env.root()) run.metrics().write_csv(out + "/metrics.csv"), std::printf("wrote %s/metrics.csv\n", out.c_str());
   return 0;
 }
 
@@ -114,6 +111,6 @@ int main(int argc, char** argv) {
   try {
     return train(env, argc, argv);
   } catch (const std::exception& e) {
-    mpi::abort_all(code(Exit::Error), e.what());  // every rank ends: none waits for this one
+    mpi::abort_all(code(Exit::Error), user_message(e.what()));  // every rank ends: none waits for this one
   }
 }

@@ -21,7 +21,6 @@
 #include <hddp/train/all_ranks.h>
 #include <hddp/train/metrics_table.h>
 #include <hddp/train/plot.h>
-#include <hddp/train/rank_sums.h>
 #include <hddp/train/training_run.h>
 
 using namespace hddp;
@@ -50,30 +49,19 @@ int train(mpi::Env& env, int argc, char** argv) {
   Adam<float> adam(model.num_params(), {.lr = 1e-3});
   const DistributedSampler sampler(d.count, 7, env.rank(), env.size());
   const int64_t steps = sampler.steps(batch);
-  // The epoch's sums on this rank (a checkpoint inside an epoch keeps them), the metrics so far.
-  double sse = 0, rows_seen = 0;
-  MetricsTable metrics({"epoch", "mse"});
+  // The kit keeps the metrics and the epoch's loss sums (a checkpoint inside an epoch too).
   TrainingRun run(env, model, adam,
                   {.program = "csv_regression", .epochs = epochs, .steps_per_epoch = steps,
                    .checkpoint = argc > 5 ? argv[5] : "", .resume = true,
                    .identity = {{"layers", model.describe()}, {"data", std::string(argv[1]) + ", " + std::to_string(d.count) + " rows"}},
-                   .checkpoint_every = 1,
-                   .records = [&](int64_t) { return std::map<std::string, std::string>{{"metrics", metrics.encode()}}; },
-                   .rank_values = [&] { return std::vector<double>{sse, rows_seen}; }});
+                   .checkpoint_every = 1, .metrics = {"epoch", "mse"}});
   if (!(err = run.begin()).empty()) return usage(env, err);
-  if (run.first_step() > 0) {
-    metrics = MetricsTable::decode(run.records().at("metrics"), {"epoch", "mse"}, "the checkpoint");
-    sse = run.rank_values().at(0), rows_seen = run.rank_values().at(1);
-  }
-  const auto epoch_end = [&](int64_t epoch) {  // after the epoch's last update
-    RankSums sums;
-    sums.add("sse", sse), sums.add("rows", rows_seen);
-    sse = rows_seen = 0;
-    const RankSums::Totals t = sums.reduce(env, &run.watchdog(), "the epoch's loss");
-    metrics.add({double(epoch + 1), t.at("sse") / t.at("rows")});
+  MetricsTable& metrics = run.metrics();
+  const auto epoch_end = [&](const EpochEnd& e) {  // after the epoch's last update: the MSE over every row
+    metrics.add({double(e.epoch + 1), e.train_loss});
     if (env.root())
-      run.log().line("epoch %lld/%lld: mse %.5f (scaled), %s\n", (long long)(epoch + 1), (long long)epochs, metrics.rows().back()[1],
-                     eta(run.train_seconds(), (epoch + 1) * steps - run.first_step(), (epochs - epoch - 1) * steps).c_str());
+      run.log().line("epoch %lld/%lld: mse %.5f (scaled), %s\n", (long long)(e.epoch + 1), (long long)epochs, e.train_loss,
+                     eta(run.train_seconds(), (e.epoch + 1) * steps - run.first_step(), (epochs - e.epoch - 1) * steps).c_str());
   };
   MseLoss<float> mse(d.target_width);
   std::vector<float> x(size_t(batch * d.features())), y(size_t(batch * d.target_width));
@@ -85,8 +73,7 @@ int train(mpi::Env& env, int argc, char** argv) {
     model.zero_grad();
     const double loss = mse.forward(model.forward(std::span(x).first(size_t(rows * d.features())), rows), y.data(), rows);
     run.ddp().backward(mse.grad());
-    sse += loss * double(rows), rows_seen += double(rows);
-    if (const std::optional<int> exit = run.end_step(step, loss, epoch_end)) return *exit;
+    if (const std::optional<int> exit = run.end_step(step, loss, rows, epoch_end)) return *exit;
   }
   run.log().flush();
   if (env.root()) {
@@ -107,6 +94,6 @@ int main(int argc, char** argv) {
   try {
     return train(env, argc, argv);
   } catch (const std::exception& e) {
-    mpi::abort_all(code(Exit::Error), e.what());  // every rank ends: none waits for this one
+    mpi::abort_all(code(Exit::Error), user_message(e.what()));  // every rank ends: none waits for this one
   }
 }

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     loss = mse.forward(model.forward(x, 64), y.data(), 64);
     first = step == 0 ? loss : first;
     run.ddp().backward(mse.grad());
-    if (const std::optional<int> exit = run.end_step(step, loss)) return *exit;  // NaN/Inf: 3, a signal: 75
+    if (const std::optional<int> exit = run.end_step(step, loss, 64)) return *exit;  // NaN/Inf: 3, a signal: 75
   }
   const float beta0 = model.params()[model.param_views()[2].offset];  // "1.beta", trained
   if (env.root())

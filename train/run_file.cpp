@@ -20,7 +20,7 @@ RunFile::RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options
     : env_(env), watchdog_(watchdog), o_(std::move(options)), from_(o_.path) {
   watchdog_.set_note([this] {
     const std::string k = kept_note();
-    return k + (k.rfind("; ", 0) == 0 ? ": continue with --resume" : "");
+    return k + (k.rfind("; ", 0) == 0 ? ": " + continue_hint() : "");
   });
 }
 
@@ -33,13 +33,15 @@ std::string RunFile::check_and_read(std::string& bytes, bool& read) {
   const std::string& path = o_.path;
   const std::string prev = previous_checkpoint(path);
   const bool have_newest = file_exists(path), have_prev = file_exists(prev);
-  if (const std::string err = file_creation_error(path); !err.empty()) return o_.flag + ": " + err;
+  const std::string ck = o_.names.checkpoint_or("checkpoint");
+  if (const std::string err = file_creation_error(path); !err.empty()) return ck + ": " + err;
   if ((have_newest || have_prev) && !o_.resume)
-    return o_.flag + ": '" + (have_newest ? path : prev) +
-           "' exists; pass --resume to continue from it, or remove it to start over";
+    return ck + ": '" + (have_newest ? path : prev) + "' exists; " +
+           (o_.names.resume.empty() ? "resume from it" : "pass " + o_.names.resume + " to continue from it") +
+           ", or remove it to start over";
   // Nothing of this run writes yet: every temporary of the path is a killed writer's.
   for (const std::string& t : remove_stale_temporaries(path, true))
-    std::fprintf(stderr, "%s: removed '%s', left by an interrupted checkpoint write\n", o_.flag.c_str(), t.c_str());
+    std::fprintf(stderr, "%s: removed '%s', left by an interrupted checkpoint write\n", ck.c_str(), t.c_str());
   if (!have_newest && !have_prev) return "";
   test_pause("resume-read");
   // A file is usable when it reads and parses as a checkpoint (format, checksum, entries);
@@ -59,15 +61,16 @@ std::string RunFile::check_and_read(std::string& bytes, bool& read) {
     read = true;
     return "";
   }
-  if (!have_prev) return "--resume: cannot use checkpoint: " + why_newest;
+  const std::string res = o_.names.resume_or("resume");
+  if (!have_prev) return res + ": cannot use checkpoint: " + why_newest;
   if (!usable(prev, bytes, why_prev))
-    return "--resume: cannot use checkpoint '" + path + "' nor the previous one '" + prev + "': " + why_newest +
+    return res + ": cannot use checkpoint '" + path + "' nor the previous one '" + prev + "': " + why_newest +
            "; " + why_prev;
   read = true;
   from_ = prev;
   // A damaged newest is replaced by the next save, which keeps the good previous one.
   keep_previous_ = !have_newest;
-  std::fprintf(stderr, "%s: warning: %s; resuming from the previous checkpoint '%s'\n", o_.flag.c_str(),
+  std::fprintf(stderr, "%s: warning: %s; resuming from the previous checkpoint '%s'\n", ck.c_str(),
                why_newest.c_str(), prev.c_str());
   std::fflush(stderr);
   return "";
@@ -76,23 +79,26 @@ std::string RunFile::check_and_read(std::string& bytes, bool& read) {
 // Every rank, from the same bytes: the same checks, the same verdict.
 std::string RunFile::restore(const std::string& bytes, ParamArena<float>& params, Optimizer<float>& opt, Rng* rng) {
   const std::string& path = from_;
+  const std::string res = o_.names.resume_or("resume");
   try {
     const Checkpoint c = parse_checkpoint(bytes, path);
     const std::string diff = identity_diff(c.state, env_.size(), o_.identity);
     if (!diff.empty())
-      return "--resume: '" + path + "' was written by a different run (" + diff +
-             "); use the same settings and rank count, or another " + o_.flag + " file";
+      return res + ": '" + path + "' was written by a different run (" + diff +
+             "); use the same settings and rank count, or another " + o_.names.checkpoint_or("checkpoint") + " file";
     if (c.state.step > o_.total_steps)
-      return "--resume: '" + path + "' holds " + std::to_string(c.state.step) + " " + o_.unit + " done, past this run's " +
-             std::to_string(o_.total_steps) + " (--epochs is the total, not a number of extra epochs)";
+      return res + ": '" + path + "' holds " + std::to_string(c.state.step) + " " + o_.unit + " done, past this run's " +
+             std::to_string(o_.total_steps) + " (" +
+             (o_.names.epochs.empty() ? "the epochs are the run's total" : o_.names.epochs + " is the total") +
+             ", not a number of extra epochs)";
     if (rng && c.state.rng.empty())
-      return "--resume: '" + path + "' holds no per-rank RNG states, which this program needs";
+      return res + ": '" + path + "' holds no per-rank RNG states, which this program needs";
     restore_checkpoint(c, path, params, opt);
     if (rng) rng->set_state(c.state.rng[size_t(env_.rank())]);
     start_ = saved_step_ = c.state.step;
     records_ = c.state.records;
   } catch (const Error& e) {
-    return "--resume: cannot use checkpoint: " + user_message(e.what());
+    return res + ": cannot use checkpoint: " + user_message(e.what());
   }
   return "";
 }
@@ -152,9 +158,13 @@ void RunFile::save(int64_t steps_done, const ParamArena<float>& params, Optimize
 }
 
 std::string RunFile::kept_note() const {
-  if (o_.path.empty()) return " (no " + o_.flag + ")";
+  if (o_.path.empty()) return " (no " + o_.names.checkpoint_or("checkpoint") + ")";
   if (kept_.empty()) return " (no checkpoint written yet)";
   return "; the last checkpoint '" + kept_ + "' (" + std::to_string(saved_step_) + " " + o_.unit + ") is kept";
+}
+
+std::string RunFile::continue_hint() const {
+  return o_.names.resume.empty() ? "resume from it" : "continue with " + o_.names.resume;
 }
 
 }  // namespace hddp

@@ -19,7 +19,7 @@
 // Files (core/checkpoint.h): PATH the newest checkpoint, PATH.prev the one before it (every
 // save keeps it), PATH.tmp.<pid> a save under way. When PATH is missing, truncated or fails
 // its checksum (a crash during a save, a damaged disk), resume() uses PATH.prev, and rank 0
-// warns naming both files ("--checkpoint: warning: 'run.ckpt': checksum mismatch ...;
+// warns naming both files ("checkpoint: warning: 'run.ckpt': checksum mismatch ...;
 // resuming from the previous checkpoint 'run.ckpt.prev'"); the next save then replaces the
 // damaged PATH and keeps PATH.prev. Both unusable: an error naming both. Whether a file fits
 // this run (identity, model) is not a reason to fall back: another run's file is refused.
@@ -40,19 +40,28 @@
 
 namespace hddp {
 
+// How messages name the program's own options, where it has them ("--checkpoint", "--resume",
+// "--epochs"): "pass --resume to continue from it". Left empty, messages say it in plain words
+// any program can use ("resume from it").
+struct OptionNames {
+  std::string checkpoint, resume, epochs;
+  std::string checkpoint_or(const char* words) const { return checkpoint.empty() ? words : checkpoint; }
+  std::string resume_or(const char* words) const { return resume.empty() ? words : resume; }
+};
+
 struct RunFileOptions {
   std::string path;                              // "" : no checkpoint (resume and save do nothing)
   bool resume = false;                           // continue from path when it exists
   std::map<std::string, std::string> identity;   // what a resumed checkpoint must match
   int64_t total_steps = 0;                       // a checkpoint further on is refused
-  std::string flag = "--checkpoint";             // how messages name the path's option
+  OptionNames names;                             // how messages name the program's options
   std::string unit = "steps";                    // what a step is called in messages ("epochs")
 };
 
 class RunFile {
  public:
   // Also tells the watchdog what a stall report says about the checkpoint kept (kept_note(),
-  // and "continue with --resume" when there is one), until it is destroyed.
+  // and how to continue from it when there is one), until it is destroyed.
   RunFile(const mpi::Env& env, Watchdog& watchdog, RunFileOptions options);
   ~RunFile();
   RunFile(const RunFile&) = delete;  // the watchdog's note holds `this`
@@ -77,8 +86,10 @@ class RunFile {
   const std::string& path() const { return o_.path; }
   int64_t saved_step() const { return saved_step_; }
   // What stop messages say about the checkpoint: "; the last checkpoint 'F' (N steps) is kept",
-  // " (no --checkpoint)" or " (no checkpoint written yet)".
+  // " (no checkpoint)" or " (no checkpoint written yet)".
   std::string kept_note() const;
+  // How to continue from a kept checkpoint: "continue with --resume" / "resume from it".
+  std::string continue_hint() const;
 
  private:
   std::string check_and_read(std::string& bytes, bool& read);  // rank 0

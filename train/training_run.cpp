@@ -11,13 +11,20 @@ namespace hddp {
 
 namespace {
 
-RunFileOptions run_file_options(const TrainingRunOptions& o) {
-  return {.path = o.checkpoint, .resume = o.resume, .identity = o.identity, .total_steps = o.epochs * o.steps_per_epoch,
-          .unit = o.steps_per_epoch == 1 ? "epochs" : "steps"};
+// The program's identity, plus the optimizer's settings and the schedule: a run resumed with
+// another learning rate, optimizer or schedule (a cosine over other epochs) is another run.
+RunFileOptions run_file_options(const TrainingRunOptions& o, const Optimizer<float>& opt) {
+  std::map<std::string, std::string> id = o.identity;
+  id["run.optimizer"] = opt.describe();
+  if (o.schedule) id["run.lr_schedule"] = to_string(*o.schedule);
+  return {.path = o.checkpoint, .resume = o.resume, .identity = id, .total_steps = o.epochs * o.steps_per_epoch,
+          .names = o.names, .unit = o.steps_per_epoch == 1 ? "epochs" : "steps"};
 }
 
-// Checkpoint records of the kit's own, beside the program's.
-constexpr const char* kRankValues = "run.rank_values";
+// The kit's checkpoint records.
+constexpr const char* kEpochSums = "run.epoch_sums";  // every rank's (loss x rows, rows) of the epoch under way
+constexpr const char* kMetrics = "run.metrics";
+constexpr const char* kState = "run.state";           // the program's RunState
 constexpr const char* kTrainSeconds = "run.train_seconds";
 
 }  // namespace
@@ -28,8 +35,9 @@ TrainingRun::TrainingRun(const mpi::Env& env, Module<float>& model, Optimizer<fl
       opt_(opt),
       o_(std::move(options)),
       watchdog_(env.comm(), WatchdogOptions{.timeout_s = o_.timeout_s, .exit_code = code(Exit::Stall)}),
-      run_file_(env, watchdog_, run_file_options(o_)),
+      run_file_(env, watchdog_, run_file_options(o_, opt)),
       log_(stdout) {
+  if (!o_.metrics.empty()) metrics_.emplace(o_.metrics);
   HDDP_CHECK_ARG(o_.epochs >= 1 && o_.steps_per_epoch >= 1,
                  "TrainingRun: epochs and steps_per_epoch must be >= 1, got " << o_.epochs << " and " << o_.steps_per_epoch);
   HDDP_CHECK_ARG(o_.clip_grad_norm >= 0 && std::isfinite(o_.clip_grad_norm),
@@ -48,21 +56,8 @@ std::string TrainingRun::where(int64_t step) const {
 std::string TrainingRun::begin() {
   if (std::string err = run_file_.resume(model_.arena(), opt_, o_.rng); !err.empty()) return err;
   start_ = run_file_.start();
-  std::string err;
-  if (start_ > 0) try {
-      const std::map<std::string, std::string>& rec = run_file_.records();
-      if (rec.count(kTrainSeconds)) train_s_ = decode_doubles(rec.at(kTrainSeconds), "its training time").at(0);
-      if (rec.count(kRankValues)) {
-        const std::vector<double> all = decode_doubles(rec.at(kRankValues), "its per-rank values");
-        HDDP_CHECK(all.size() % size_t(env_.size()) == 0,
-                   "it holds " << all.size() << " per-rank values, not a multiple of " << env_.size() << " ranks");
-        const size_t k = all.size() / size_t(env_.size());
-        rank_values_.assign(all.begin() + ptrdiff_t(k * size_t(env_.rank())), all.begin() + ptrdiff_t(k * size_t(env_.rank() + 1)));
-      }
-    } catch (const std::exception& e) {
-      err = o_.checkpoint + ": " + user_message(e.what());
-    }
-  if (!err.empty()) return "--resume: cannot use checkpoint " + err;  // the same bytes everywhere: the same verdict
+  if (std::string err = start_ > 0 ? restore_records() : ""; !err.empty())  // the same bytes everywhere: the same verdict
+    return o_.names.resume_or("resume") + ": cannot use checkpoint '" + run_file_.resumed_from() + "': " + err;
   if (env_.root() && start_ > 0)
     std::fprintf(stderr, "%s: resumed from '%s' %s of %lld epochs\n", o_.program.c_str(), run_file_.resumed_from().c_str(),
                  start_ % o_.steps_per_epoch == 0 ? ("after epoch " + std::to_string(start_ / o_.steps_per_epoch)).c_str()
@@ -83,12 +78,62 @@ std::string TrainingRun::begin() {
   return "";
 }
 
+std::string TrainingRun::restore_records() {
+  const std::map<std::string, std::string>& rec = run_file_.records();
+  try {
+    if (rec.count(kTrainSeconds)) train_s_ = decode_doubles(rec.at(kTrainSeconds), "its training time").at(0);
+    HDDP_CHECK(rec.count(kEpochSums), "it holds no loss sums (not a checkpoint of this program)");
+    const std::vector<double> all = decode_doubles(rec.at(kEpochSums), "its loss sums");
+    HDDP_CHECK(all.size() == 2 * size_t(env_.size()), "it holds " << all.size() << " loss sums, not 2 for each of " << env_.size() << " ranks");
+    loss_rows_ = all[2 * size_t(env_.rank())], rows_ = all[2 * size_t(env_.rank()) + 1];
+    HDDP_CHECK(bool(metrics_) == bool(rec.count(kMetrics)),
+               (metrics_ ? "it holds no metrics table" : "it holds a metrics table this program does not keep"));
+    if (metrics_) {
+      *metrics_ = MetricsTable::decode(rec.at(kMetrics), o_.metrics, "its metrics");
+      const int64_t epochs = start_ / o_.steps_per_epoch;
+      HDDP_CHECK(int64_t(metrics_->size()) == epochs, "it holds " << metrics_->size() << " rows of metrics for " << epochs << " epochs done");
+    }
+    HDDP_CHECK(bool(o_.state) == bool(rec.count(kState)),
+               (o_.state ? "it holds none of this program's state" : "it holds a state this program does not keep"));
+    if (o_.state) o_.state->restore(rec.at(kState), start_, "its program state");
+  } catch (const std::exception& e) {
+    return user_message(e.what());
+  }
+  return "";
+}
+
+DistributedModel& TrainingRun::ddp() {
+  HDDP_CHECK(ddp_, "TrainingRun::ddp(): the data-parallel model is built by begin(): call run.begin() first");
+  return *ddp_;
+}
+
+MetricsTable& TrainingRun::metrics() {
+  HDDP_CHECK(metrics_, "TrainingRun::metrics(): this run keeps no metrics table: name its columns in TrainingRunOptions::metrics");
+  return *metrics_;
+}
+
+EpochEnd TrainingRun::reduce_epoch(int64_t epoch) {
+  EpochEnd e{.epoch = epoch, .train_loss = std::nan(""), .samples = 0};
+  if (o_.epoch_loss) {
+    double sums[2] = {loss_rows_, rows_};
+    MPI_Request req;
+    HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, env_.comm(), &req));
+    watchdog_.wait(&req, "the epoch's training loss");
+    e.train_loss = sums[0] / sums[1], e.samples = int64_t(sums[1]);
+  }
+  loss_rows_ = 0, rows_ = 0;
+  return e;
+}
+
 double TrainingRun::train_seconds() const {
   return train_s_ + seconds_since(t0_) - paused_s_ - (paused_ ? seconds_since(*paused_) : 0.0);
 }
 
-std::optional<int> TrainingRun::end_step(int64_t step, double loss, const std::function<void(int64_t)>& on_epoch_end) {
-  HDDP_CHECK(ddp_, "TrainingRun::end_step: call begin() first");
+std::optional<int> TrainingRun::end_step(int64_t step, double loss, int64_t rows,
+                                         const std::function<void(const EpochEnd&)>& on_epoch_end) {
+  HDDP_CHECK(ddp_, "TrainingRun::end_step(): call run.begin() first");
+  HDDP_CHECK_ARG(rows >= 1, "TrainingRun::end_step(): rows must be >= 1 (the samples of the step on this rank), got " << rows);
+  loss_rows_ += loss * double(rows), rows_ += double(rows);
   const bool epoch_end = (step + 1) % o_.steps_per_epoch == 0, last = step + 1 == total_steps();
   const int64_t epochs_done = (step + 1) / o_.steps_per_epoch;
   const bool due = epoch_end && ((o_.checkpoint_every > 0 && epochs_done % o_.checkpoint_every == 0) || last);
@@ -104,7 +149,13 @@ std::optional<int> TrainingRun::end_step(int64_t step, double loss, const std::f
   // 3. The program's epoch end, 4. the checkpoint.
   const bool stop = v.signal != 0 && !last;  // a signal at the very end changes nothing: the run is done
   paused_ = std::chrono::steady_clock::now();
-  if (epoch_end && on_epoch_end) on_epoch_end(step / o_.steps_per_epoch);
+  if (epoch_end) {
+    const EpochEnd e = reduce_epoch(step / o_.steps_per_epoch);
+    if (on_epoch_end) on_epoch_end(e);
+    if (metrics_)
+      HDDP_CHECK(int64_t(metrics_->size()) == e.epoch + 1,
+                 "the metrics table has " << metrics_->size() << " rows after epoch " << e.epoch + 1 << ": add one row per epoch");
+  }
   const bool saved = (due || stop) && save(step + 1);
   paused_s_ += seconds_since(*paused_);
   paused_.reset();
@@ -113,14 +164,15 @@ std::optional<int> TrainingRun::end_step(int64_t step, double loss, const std::f
     watchdog_.set_epoch((step + 1) / o_.steps_per_epoch + 1);  // what a stall report names
     return std::nullopt;
   }
-  // 5. The signal's stop.
+  // 5. The signal's stop: after the epoch's lines already logged.
+  log_.flush();
   if (env_.root()) {
     const std::string after = o_.steps_per_epoch == 1 ? std::to_string(step + 1) + " of " + std::to_string(o_.epochs) + " epochs"
                                                       : where(step);
     std::fprintf(stderr, "%s: %s: all ranks stopped after %s; %s (exit code %d)\n", o_.program.c_str(), signal_name(v.signal),
                  after.c_str(),
-                 run_file_.enabled() ? ("checkpoint '" + o_.checkpoint + "' written: continue with --resume").c_str()
-                                     : "no --checkpoint, so the progress is lost",
+                 run_file_.enabled() ? ("checkpoint '" + o_.checkpoint + "' written: " + run_file_.continue_hint()).c_str()
+                                     : ("no " + o_.names.checkpoint_or("checkpoint") + ", so the progress is lost").c_str(),
                  code(Exit::Stopped));
   }
   return finish(Exit::Stopped);
@@ -134,13 +186,15 @@ bool TrainingRun::save(int64_t done) {
                    where(done - 1).c_str(), run_file_.kept_note().c_str());
     return false;
   }
-  std::map<std::string, std::string> rec = o_.records ? o_.records(done) : std::map<std::string, std::string>{};
-  const std::vector<double> mine = o_.rank_values ? o_.rank_values() : std::vector<double>{};
-  std::vector<double> all(env_.root() ? mine.size() * size_t(env_.size()) : 0);
+  std::map<std::string, std::string> rec;
+  if (o_.state) rec[kState] = o_.state->save(done, watchdog_);
+  if (metrics_) rec[kMetrics] = metrics_->encode();
+  const double mine[2] = {loss_rows_, rows_};
+  std::vector<double> all(env_.root() ? 2 * size_t(env_.size()) : 0);
   MPI_Request req;
-  HDDP_MPI(MPI_Igather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0, env_.comm(), &req));
-  watchdog_.wait(&req, "the checkpoint's gather of every rank's values");
-  rec[kRankValues] = encode_doubles(all);
+  HDDP_MPI(MPI_Igather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, env_.comm(), &req));
+  watchdog_.wait(&req, "the checkpoint's gather of the ranks' loss sums");
+  rec[kEpochSums] = encode_doubles(all);
   if (o_.keep_train_seconds) rec[kTrainSeconds] = encode_doubles({train_seconds()});
   run_file_.save(done, model_.arena(), opt_, o_.rng, rec);
   return true;

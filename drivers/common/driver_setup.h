@@ -114,6 +114,7 @@ inline TrainingRunOptions training_run_options(const cli::TrainingOptions& t, co
   r.epochs = t.epochs, r.clip_grad_norm = t.clip_grad_norm;
   r.checkpoint = c.checkpoint, r.resume = c.resume, r.checkpoint_every = c.checkpoint_every, r.check_every = c.check_every;
   r.timeout_s = p.timeout, r.reducer = reducer_options(p);
+  r.names = {.checkpoint = "--checkpoint", .resume = "--resume", .epochs = "--epochs"};
   return r;
 }
 

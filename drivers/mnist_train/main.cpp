@@ -6,9 +6,9 @@
 // optimizer step. After each epoch the test set is evaluated, sharded over the ranks and
 // reduced. Run `mnist_train --help`.
 //
-// A step is one batch per rank; a checkpoint can fall inside an epoch (a signal), so it holds
-// each rank's partial loss sum of that epoch as well as the metrics so far: a resumed run ends
-// bitwise where an uninterrupted one ends. Exit codes: hddp::Exit (train/exit_code.h).
+// A step is one batch per rank; the run kit (train/training_run.h) keeps the epoch's loss sums
+// and the metrics table in every checkpoint, so a run stopped inside an epoch resumes bitwise.
+// Exit codes: hddp::Exit (train/exit_code.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -35,7 +35,6 @@
 #include <hddp/train/json_lines.h>
 #include <hddp/train/line_log.h>
 #include <hddp/train/metrics_table.h>
-#include <hddp/train/rank_sums.h>
 #include <hddp/train/stop_guard.h>
 #include <hddp/train/training_run.h>
 #include "common/driver_setup.h"
@@ -79,15 +78,12 @@ std::string read_data(const Env& env, const Options& o, hddp::Dataset& train, hd
   return err;
 }
 
-// What the step loop works on: the run kit, the model and data, and what a checkpoint keeps
-// besides the state (the metrics so far, this rank's loss sum of the epoch under way).
+// What the step loop works on: the run kit, the model and data.
 struct Run {
   hddp::TrainingRun& run;
   hddp::Sequential<float>& model;
   const hddp::DistributedSampler& sampler;
   const hddp::Dataset &train, &test;
-  hddp::MetricsTable& metrics;
-  double& loss_sum;
   hddp::JsonLines* stats;
 };
 int train_steps(const Env& env, const Options& o, Run r);
@@ -120,35 +116,22 @@ int run(Env& env, const Options& o) {
   } catch (const hddp::cli::UsageError& e) {
     return usage_error(env, e.what());
   }
-  // The run: the metrics so far and this rank's loss sum of the epoch under way are in every
-  // checkpoint, so a run stopped inside an epoch resumes bitwise.
-  hddp::MetricsTable metrics(kMetricColumns);
-  double loss_sum = 0;
+  // The run: the kit keeps the metrics table and the epoch's loss sums in every checkpoint.
   hddp::TrainingRunOptions ro = hddp::drivers::training_run_options(o, o, o);
   ro.program = "mnist_train", ro.steps_per_epoch = spe, ro.identity = run_identity(o, model, train, test), ro.schedule = &schedule;
-  ro.records = [&](int64_t) { return std::map<std::string, std::string>{{"metrics", metrics.encode()}}; };
-  ro.rank_values = [&] { return std::vector<double>{loss_sum}; };
+  ro.metrics = kMetricColumns;
   ro.keep_train_seconds = true;  // metrics.csv's elapsed_train_s goes on after a resume
   std::optional<hddp::AutosizeResult> autosized;
   if (!o.bucket_mb) autosized = hddp::drivers::autosize(env, model, o.batch_size, o.seed, !o.first_bucket_mb, ro.reducer);
   hddp::TrainingRun run(env, model, *opt, ro);
   if (const std::string err = run.begin(); !err.empty()) return usage_error(env, err);
-  const int64_t start = run.first_step();
-  if (start > 0) try {
-      HDDP_CHECK(run.records().count("metrics") && run.rank_values().size() == 1, "it is not mnist_train's");
-      metrics = hddp::MetricsTable::decode(run.records().at("metrics"), kMetricColumns, "its metrics");
-      HDDP_CHECK(int64_t(metrics.size()) == start / spe, "it holds " << metrics.size() << " epochs of metrics for step " << start);
-      loss_sum = run.rank_values()[0];
-    } catch (const std::exception& e) {
-      return usage_error(env, "--resume: cannot use checkpoint '" + o.checkpoint + "': " + hddp::user_message(e.what()));
-    }
   if (env.root())
     std::printf("model: %s (%lld parameters); %d rank(s) x %d thread(s), batch %lld per rank, %lld steps per epoch\n",
                 model.describe().c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size, (long long)spe);
   std::unique_ptr<hddp::JsonLines> stats;
   if (env.root() && !o.stats_json.empty()) stats = std::make_unique<hddp::JsonLines>(o.stats_json);
   if (stats && autosized) stats->write_line(hddp::drivers::autosize_json(*autosized));
-  return train_steps(env, o, {run, model, sampler, train, test, metrics, loss_sum, stats.get()});
+  return train_steps(env, o, {run, model, sampler, train, test, stats.get()});
 }
 
 // The step loop and the epoch's end, then the results.
@@ -156,17 +139,16 @@ int train_steps(const Env& env, const Options& o, Run r) {
   const int rank = env.rank(), size = env.size();
   hddp::TrainingRun& run = r.run;
   hddp::Sequential<float>& model = r.model;
+  hddp::MetricsTable& metrics = run.metrics();
   const int64_t spe = run.steps_per_epoch(), start = run.first_step(), total = run.total_steps();
-  // The epoch's end, after its last step's update: its metrics over every rank's steps.
+  // The epoch's end, after its last step's update: the kit's training loss, the test set.
   hddp::Evaluation last;
-  const auto epoch_end = [&](int64_t epoch) {
-    hddp::RankSums sums;
-    sums.add("loss", r.loss_sum);
-    r.loss_sum = 0;
-    const double train_loss = sums.reduce(env, &run.watchdog(), "the training loss").at("loss") / double(spe * size);
+  const auto epoch_end = [&](const hddp::EpochEnd& e) {
+    const int64_t epoch = e.epoch;
+    const double train_loss = e.train_loss;
     last = hddp::evaluate_classifier(env, run.watchdog(), model, r.test);
-    const double elapsed = run.train_seconds(), train_s = elapsed - (r.metrics.size() ? r.metrics.rows().back()[5] : 0.0);
-    r.metrics.add({double(epoch + 1), train_loss, last.loss, last.accuracy, train_s, elapsed});
+    const double elapsed = run.train_seconds(), train_s = elapsed - (metrics.size() ? metrics.rows().back()[5] : 0.0);
+    metrics.add({double(epoch + 1), train_loss, last.loss, last.accuracy, train_s, elapsed});
     if (!env.root()) return;
     run.log().line("epoch %lld/%lld: train loss %.4f, test loss %.4f, test accuracy %.2f %%, %.2f s (%s)\n",
                    (long long)(epoch + 1), (long long)o.epochs, train_loss, last.loss, 100.0 * last.accuracy, train_s,
@@ -194,17 +176,16 @@ int train_steps(const Env& env, const Options& o, Run r) {
     model.zero_grad();
     const double loss = xent.forward(model.forward(std::span(x).first(size_t(rows * train.features())), rows), y.data(), rows);
     run.ddp().backward(xent.grad());
-    r.loss_sum += loss;
     if (env.root() && run.train_seconds() - t_progress > kProgressEvery) {
       t_progress = run.train_seconds();
       run.log().line("epoch %lld/%lld: step %lld/%lld, loss %.4f, %s\n", (long long)(epoch + 1), (long long)o.epochs,
                      (long long)(s + 1), (long long)spe, loss, hddp::eta(t_progress, step + 1 - start, total - step - 1).c_str());
     }
-    if (const std::optional<int> exit = run.end_step(step, loss, epoch_end)) return *exit;
+    if (const std::optional<int> exit = run.end_step(step, loss, rows, epoch_end)) return *exit;
   }
   run.log().flush();
   if (env.root())
-    write_results(o, r.metrics, last, run.train_seconds(), total, size, omp_get_max_threads(), model, run.ddp(), r.stats);
+    write_results(o, metrics, last, run.train_seconds(), total, size, omp_get_max_threads(), model, run.ddp(), r.stats);
   std::fflush(stdout);
   return 0;
 }

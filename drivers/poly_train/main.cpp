@@ -153,29 +153,18 @@ int run(Env& env, const Options& o) {
 
   // The run kit: one step per epoch; the checkpoint keeps every rank's losses and sampler.
   std::unique_ptr<hddp::Trace> trace = o.trace.empty() ? nullptr : std::make_unique<hddp::Trace>(rank);
-  std::unique_ptr<LossHistory> history;
+  LossHistory history(env, o.epochs);
   hddp::TrainingRunOptions ro = hddp::drivers::training_run_options(o, o, o);
   ro.program = "poly_train", ro.identity = run_identity(o, model), ro.rng = &sampler.rng(), ro.schedule = &schedule;
-  ro.trace = trace.get();
-  ro.records = [&](int64_t done) {
-    history->sync(done);
-    return std::map<std::string, std::string>{{"losses", env.root() ? history->record_bytes(done) : ""}};
-  };
+  ro.trace = trace.get(), ro.state = &history;
+  ro.epoch_loss = false;  // the tutorial's log: each rank's own loss, no reduction per epoch
   if (!o.bucket_mb) hddp::drivers::autosize(env, model, o.batch_size, o.seed, !o.first_bucket_mb, ro.reducer);
   hddp::TrainingRun run(env, model, *opt, ro);
-  history = std::make_unique<LossHistory>(env, run.watchdog(), o.epochs);
   if (!o.init.empty())  // the starting weights (every rank loads the same file), then resume or not
     if (const std::string e = hddp::load_weights_everywhere(env, run.watchdog(), o.init, model.arena()); !e.empty())
       return usage_error(env, e);
   if (const std::string e = run.begin(); !e.empty()) return usage_error(env, e);  // nothing trained
   const int64_t start = run.first_step();
-  if (start > 0) try {
-      const auto rec = run.records().find("losses");
-      HDDP_CHECK(rec != run.records().end(), "it holds no loss history (not poly_train's)");
-      history->restore(rec->second, start, "its loss history");
-    } catch (const hddp::Error& e) {
-      return usage_error(env, "--resume: cannot use checkpoint '" + o.checkpoint + "': " + hddp::user_message(e.what()));
-    }
   open_stats(env, o);
   std::printf("Running DDP on rank %d/%d.\n", rank, size);
   std::fflush(stdout);
@@ -187,10 +176,11 @@ int run(Env& env, const Options& o) {
   const auto t_start = Clock::now();
   Clock::time_point t[4];  // start, loss, backward, optimizer step done
   double loss = 0;
-  const auto epoch_end = [&](int64_t epoch) {
+  const auto epoch_end = [&](const hddp::EpochEnd& e) {
+    const int64_t epoch = e.epoch;
     t[3] = Clock::now();
     summary.times.add(t, trace.get());
-    history->record(epoch, float(loss));
+    history.record(epoch, float(loss));
     log_epoch(env, o, epoch, float(loss), start, t_start);
   };
   for (int64_t epoch = start; epoch < o.epochs; ++epoch) {
@@ -203,13 +193,13 @@ int run(Env& env, const Options& o) {
     t[1] = Clock::now();
     run.ddp().backward(mse.grad());
     t[2] = Clock::now();
-    if (const std::optional<int> exit = run.end_step(epoch, loss, epoch_end)) return *exit;
+    if (const std::optional<int> exit = run.end_step(epoch, loss, local, epoch_end)) return *exit;
   }
   summary.times.total = hddp::seconds_since(t_start);
   summary.start = start;
   flush_logs();
-  history->sync(o.epochs);
-  report_run(env, o, summary, run.ddp(), model, scale, history->all(), trace.get());
+  history.sync(o.epochs, run.watchdog());
+  report_run(env, o, summary, run.ddp(), model, scale, history.all(), trace.get());
   if (rank == 0 && !o.export_path.empty()) export_weights(o, scale, model);
   return 0;
 }
