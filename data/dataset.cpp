@@ -85,4 +85,12 @@ void check_sample_shape(const Dataset& d, const Shape& model_input, const std::s
                                           << numel(model_input) << " values)");
 }
 
+void check_class_count(const Dataset& d, int64_t classes, const std::string& what) {
+  HDDP_CHECK(!d.labels.empty() || d.count == 0, what << ": no class labels (regression targets), but the model is a classifier of "
+                                                     << classes << " classes");
+  HDDP_CHECK(d.num_classes <= classes, what << ": labels up to " << d.num_classes - 1 << ", but the model has " << classes
+                                            << " outputs (classes 0 to " << classes - 1
+                                            << "): build its last layer with as many outputs as the training set has classes");
+}
+
 }  // namespace hddp

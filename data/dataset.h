@@ -46,4 +46,11 @@ void check(const Dataset& d, const std::string& what);
 // past (a 14 x 14 test set beside 28 x 28 training images).
 void check_sample_shape(const Dataset& d, const Shape& model_input, const std::string& what);
 
+// The class-count rule of a classifier: its outputs are the logits of `classes` classes, and
+// every label of every set it reads is one of them. A reader sets num_classes to the largest
+// label + 1, so a small test set may lack the last classes: that is fine; a label past the
+// model's outputs is not. Throws hddp::Error starting with `what` (call it where the data are
+// loaded, for each set, before any step) unless d holds labels and d.num_classes <= classes.
+void check_class_count(const Dataset& d, int64_t classes, const std::string& what);
+
 }  // namespace hddp

@@ -57,6 +57,7 @@ int train(mpi::Env& env, int argc, char** argv) {
   Dataset tr, te;  // every rank reads both sets; the test set is evaluated in shards
   if (err.empty()) try {
       tr = read_mnist(kFashionMnistDir, "train").head(limit), te = read_mnist(kFashionMnistDir, "test").head(limit / 6);
+      check_class_count(tr, 10, "the training set"), check_class_count(te, 10, "the test set");  // the model's 10 outputs
     } catch (const Error& e) {
       err = user_message(e.what());
     }

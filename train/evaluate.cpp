@@ -11,9 +11,10 @@
 namespace hddp {
 
 Evaluation evaluate_classifier(const mpi::Env& env, Watchdog& watchdog, Sequential<float>& model, const Dataset& data) {
-  const int64_t C = data.num_classes;
-  HDDP_CHECK_ARG(C > 0 && model.out_features() == C, "evaluate_classifier: the model has " << model.out_features()
-                                                         << " outputs for a data set of " << C << " classes");
+  const int64_t C = model.out_features();
+  HDDP_CHECK_ARG(!data.labels.empty() || data.count == 0, "evaluate_classifier: the data set holds no class labels");
+  HDDP_CHECK_ARG(data.num_classes <= C, "evaluate_classifier: labels up to " << data.num_classes - 1 << ", but the model has "
+                                                                             << C << " outputs");
   const Shard sh = shard_of(data.count, env.rank(), env.size());
   // Chunks of the training batch: the model's buffers are sized for it.
   const int64_t chunk = model.max_batch();

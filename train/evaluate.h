@@ -20,11 +20,14 @@ struct Evaluation {
   double loss = 0;      // softmax cross-entropy, the mean over the set
   double accuracy = 0;  // predictions equal to the label, over the set
   int64_t samples = 0;
-  int64_t classes = 0;
+  int64_t classes = 0;  // the model's outputs
   std::vector<int64_t> confusion;  // classes x classes: [true][predicted]
 };
 
-// The model's outputs are the logits of data.num_classes classes (else std::invalid_argument).
+// The model's outputs are the logits of its classes; data's labels must be among them
+// (check_class_count, data/dataset.h: data.num_classes <= outputs; a set that lacks the last
+// classes is fine). Else std::invalid_argument, before any collective: check where the data
+// are loaded instead, so that a run does not stop after its first epoch.
 Evaluation evaluate_classifier(const mpi::Env& env, Watchdog& watchdog, Sequential<float>& model, const Dataset& data);
 
 }  // namespace hddp

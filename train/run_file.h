@@ -54,7 +54,7 @@ struct RunFileOptions {
   bool resume = false;                           // continue from path when it exists
   std::map<std::string, std::string> identity;   // what a resumed checkpoint must match
   int64_t total_steps = 0;                       // a checkpoint further on is refused
-  OptionNames names;                             // how messages name the program's options
+  OptionNames names{};                           // how messages name the program's options
   std::string unit = "steps";                    // what a step is called in messages ("epochs")
 };
 

@@ -66,6 +66,8 @@ std::string read_data(const Env& env, const Options& o, hddp::Dataset& train, hd
     test = hddp::read_mnist(o.data, "test").head(o.limit_test);
     // One model, built for the training images, reads both.
     hddp::check_sample_shape(test, train.shape, o.data + ": the test images, for a model built for the training images");
+    hddp::check_class_count(train, kClasses, o.data + ": the training labels");
+    hddp::check_class_count(test, kClasses, o.data + ": the test labels");
   } catch (const hddp::Error& e) {
     err = hddp::user_message(e.what());
   } catch (const std::bad_alloc&) {  // a node with a memory cap: the same exit 2 on every rank

@@ -152,3 +152,20 @@ TEST(Dataset, SampleShapeAgainstTheModel) {
   // The same number of values in another layout is another shape too.
   EXPECT_THROW(check_sample_shape(d, {196}, "flat"), Error);
 }
+
+TEST(Dataset, ClassCountAgainstTheModel) {
+  Dataset d;
+  d.count = 3, d.shape = {1}, d.x = {0, 1, 2}, d.labels = {0, 2, 1}, d.num_classes = 3;
+  EXPECT_NO_THROW(check_class_count(d, 3, "train"));
+  EXPECT_NO_THROW(check_class_count(d, 4, "test"));  // a set that lacks the model's last class
+  try {
+    check_class_count(d, 2, "labels.csv");
+    ADD_FAILURE() << "labels up to 2 passed for a model of 2 outputs";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("labels.csv: labels up to 2, but the model has 2 outputs (classes 0 to 1)"),
+              std::string::npos) << e.what();
+  }
+  Dataset r;  // regression targets
+  r.count = 1, r.shape = {1}, r.x = {0}, r.target_width = 1, r.y = {0.5f};
+  EXPECT_THROW(check_class_count(r, 2, "targets"), Error);
+}

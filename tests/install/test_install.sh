@@ -24,10 +24,10 @@ done
 [ -z "$(grep -l "include <mpi.h>" "$inc"/{kernels,core,data}/*.h || true)" ] || fail "a serial header includes mpi.h"
 bad=$(grep -nE "shared/|[Ii]ssue [0-9]|RESULTS\.md|tests/|bench/" -r "$inc" || true)
 [ -z "$bad" ] || fail "installed headers name what users do not get:"$'\n'"$bad"
-# Every public header on its own (what a user's first #include sees).
-mpi_flags=$(mpicxx --showme:compile)
+# Every public header on its own (what a user's first #include sees), under a strict user's warnings.
+mpi_flags=$(mpicxx --showme:compile | sed "s/-I/-isystem /g")  # system headers, as CMake passes them
 for h in $(cd "$inc" && find . -name '*.h' | sort); do
-  echo "#include <hddp/${h#./}>" | g++ -std=c++20 -fsyntax-only -x c++ -I"$WORK/prefix/include" $mpi_flags - \
+  echo "#include <hddp/${h#./}>" | g++ -std=c++20 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -x c++ -I"$WORK/prefix/include" $mpi_flags - \
     || fail "<hddp/${h#./}> does not compile on its own"
 done
 test -f "$WORK/prefix/lib/cmake/hddp/hddpConfig.cmake"
@@ -45,6 +45,7 @@ grep -q "unknown component 'nosuch'" "$WORK/bogus.log" || fail "no message for a
 
 # The distributed path.
 cmake -S "$SRC/tests/install" -B "$WORK/mpi" -DCMAKE_PREFIX_PATH="$WORK/prefix" -DHDDP_CONSUMER=distributed >/dev/null
-cmake --build "$WORK/mpi" -j 2 >/dev/null
+cmake --build "$WORK/mpi" -j 2 >"$WORK/mpi.log" 2>&1 || { tail -40 "$WORK/mpi.log"; fail "the distributed consumers do not build"; }
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$WORK/mpi/consumer_distributed"
+"$WORK/mpi/consumer_headers" || fail "consumer_headers failed"
 echo "install: headers, the serial package without MPI and the distributed one: ok"
