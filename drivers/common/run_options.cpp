@@ -55,10 +55,10 @@ void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs,
   app.add_option("--clip-grad-norm", o.clip_grad_norm, "clip the averaged gradients to this global 2-norm (0: off;\n"
                                                         "PyTorch's clip_grad_norm_ after DDP's allreduce)")
       ->check(number(0, 1e30))->type_name("X")->group(g);
-  app.add_option("--precision", o.precision, "float | bf16: the Linear layers' products read their inputs and\n"
-                                              "weights rounded to bf16 and sum in float (PyTorch's CPU autocast;\n"
-                                              "AMX or AVX512_BF16 where the CPU has them); activations, loss,\n"
-                                              "optimizer and master weights stay float")
+  app.add_option("--precision", o.precision, "float | bf16: the Linear and Conv2d products read their inputs\n"
+                                              "and weights rounded to bf16 and sum in float (PyTorch's CPU\n"
+                                              "autocast; AMX or AVX512_BF16 where the CPU has them); activations,\n"
+                                              "loss, optimizer and master weights stay float")
       ->transform(named({Precision::Float, Precision::Bf16}))->default_str(to_string(o.precision))
       ->type_name("NAME")->group(g);
   app.add_option("--seed", o.seed, "seed of the weights and the samples")->check(integer(0, INT64_MAX))->type_name("N")->group(g);

@@ -1,9 +1,10 @@
 // mnist_train: a Fashion-MNIST classifier trained data-parallel over MPI ranks, OpenMP inside
-// each rank. The model: Linear(784, W1), ReLU, ..., Linear(Wn, 10); softmax cross-entropy; Adam
-// or SGD. Each epoch every rank walks its shard of a shuffle all ranks agree on (PyTorch's
-// DistributedSampler, data/sampler.h), a batch per step: forward, loss, backward (gradient
-// buckets reduced by MPI_Iallreduce while backward continues), the stop guard's verdict,
-// optimizer step. After each epoch the test set is evaluated, sharded over the ranks and
+// each rank. The model (--model): an MLP (Linear, ReLU per --hidden width, Linear(W, 10)) or the
+// CNN (two Conv2d-ReLU-MaxPool2d blocks, Linear, ReLU, Linear: options.cpp, build_layers);
+// softmax cross-entropy; Adam, AdamW or SGD. Each epoch every rank walks its shard of a shuffle
+// all ranks agree on (PyTorch's DistributedSampler, data/sampler.h), a batch per step: forward,
+// loss, backward (gradient buckets reduced by MPI_Iallreduce while backward continues), the
+// stop guard's verdict, optimizer step. After each epoch the test set is evaluated, sharded over the ranks and
 // reduced. Run `mnist_train --help`.
 //
 // A step is one batch per rank; the run kit (train/training_run.h) keeps the epoch's loss sums
