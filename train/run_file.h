@@ -44,15 +44,15 @@ namespace hddp {
 // "--epochs"): "pass --resume to continue from it". Left empty, messages say it in plain words
 // any program can use ("resume from it").
 struct OptionNames {
-  std::string checkpoint, resume, epochs;
+  std::string checkpoint{}, resume{}, epochs{};
   std::string checkpoint_or(const char* words) const { return checkpoint.empty() ? words : checkpoint; }
   std::string resume_or(const char* words) const { return resume.empty() ? words : resume; }
 };
 
 struct RunFileOptions {
-  std::string path;                              // "" : no checkpoint (resume and save do nothing)
+  std::string path{};                            // "" : no checkpoint (resume and save do nothing)
   bool resume = false;                           // continue from path when it exists
-  std::map<std::string, std::string> identity;   // what a resumed checkpoint must match
+  std::map<std::string, std::string> identity{}; // what a resumed checkpoint must match
   int64_t total_steps = 0;                       // a checkpoint further on is refused
   OptionNames names{};                           // how messages name the program's options
   std::string unit = "steps";                    // what a step is called in messages ("epochs")

@@ -46,7 +46,7 @@ struct StopGuardOptions {
   int64_t total_steps = 0;        // the last step always agrees
   int64_t check_every = 0;        // steps between agreements; 0: about every 5 ms of training
   // How messages name step s (0-based): "epoch 12" (default: "step s + 1").
-  std::function<std::string(int64_t step)> where;
+  std::function<std::string(int64_t step)> where{};
 };
 
 class StopGuard {

@@ -95,7 +95,7 @@ std::string TrainingRun::restore_records() {
     }
     HDDP_CHECK(bool(o_.state) == bool(rec.count(kState)),
                (o_.state ? "it holds none of this program's state" : "it holds a state this program does not keep"));
-    if (o_.state) o_.state->restore(rec.at(kState), start_, "its program state");
+    if (o_.state) o_.state->restore(rec.at(kState), start_);
   } catch (const std::exception& e) {
     return user_message(e.what());
   }

@@ -78,12 +78,12 @@ struct EpochEnd {
 // RNG, the epoch's loss sums and the metrics table (say, every rank's loss history). save() is
 // collective (every rank calls it, its collectives wait through `watchdog`; rank 0's bytes are
 // kept); restore() gets those bytes on every rank when a run resumes and throws hddp::Error
-// naming `what` for bytes it cannot use.
+// saying what is wrong with bytes it cannot use (the kit names the checkpoint).
 class RunState {
  public:
   virtual ~RunState() = default;
   virtual std::string save(int64_t steps_done, Watchdog& watchdog) = 0;
-  virtual void restore(const std::string& bytes, int64_t steps_done, const std::string& what) = 0;
+  virtual void restore(const std::string& bytes, int64_t steps_done) = 0;
 };
 
 struct TrainingRunOptions {

@@ -27,7 +27,8 @@ std::string LossHistory::save(int64_t epochs, hddp::Watchdog& watchdog) {
   return hddp::encode_floats(v);
 }
 
-void LossHistory::restore(const std::string& bytes, int64_t epochs, const std::string& what) {
+void LossHistory::restore(const std::string& bytes, int64_t epochs) {
+  const std::string what = "its loss history";
   const std::vector<float> v = hddp::decode_floats(bytes, what);
   const size_t size = size_t(env_.size());
   HDDP_CHECK(v.size() == size * size_t(epochs), what << ": " << v.size() << " losses, expected " << size << " ranks x "

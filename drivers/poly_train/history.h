@@ -23,9 +23,9 @@ class LossHistory final : public hddp::RunState {
   const std::vector<std::vector<float>>& all() const { return all_; }  // rank 0: per rank
 
   // The checkpoint's bytes of the first `epochs` epochs (collective: syncs them; rank 0's
-  // bytes) and back: restore throws hddp::Error naming `what` when they are not P x epochs values.
+  // bytes) and back: restore throws hddp::Error when they are not P x epochs values.
   std::string save(int64_t epochs, hddp::Watchdog& watchdog) override;
-  void restore(const std::string& bytes, int64_t epochs, const std::string& what) override;
+  void restore(const std::string& bytes, int64_t epochs) override;
 
  private:
   const hddp::mpi::Env& env_;

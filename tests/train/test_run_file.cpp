@@ -168,9 +168,12 @@ TEST_F(RunFileTest, AnotherRunsCheckpointIsRefusedNamingWhatDiffers) {
   // Past the run's total: refused too.
   RunFile short_run(env(), wd_, {.path = ck, .resume = true, .identity = kId, .total_steps = 2});
   EXPECT_TRUE(contains(short_run.resume(mine.params, mine.adam, &mine.rng), "holds 3 steps done, past this run's 2"));
-  // Without resume an existing file is refused, not overwritten.
+  // Without resume an existing file is refused, not overwritten: in plain words, or in the
+  // program's own option names where it gives them.
   RunFile no_resume(env(), wd_, {.path = ck, .identity = kId, .total_steps = 100});
-  EXPECT_TRUE(contains(no_resume.resume(mine.params, mine.adam), "exists; pass --resume"));
+  EXPECT_TRUE(contains(no_resume.resume(mine.params, mine.adam), "checkpoint: '" + ck + "' exists; resume from it, or remove it"));
+  RunFile named(env(), wd_, {.path = ck, .identity = kId, .total_steps = 100, .names = {.checkpoint = "--ck", .resume = "--resume"}});
+  EXPECT_TRUE(contains(named.resume(mine.params, mine.adam), "--ck: '" + ck + "' exists; pass --resume to continue from it"));
 }
 
 TEST_F(RunFileTest, EverySaveKeepsThePreviousGeneration) {
