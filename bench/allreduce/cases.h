@@ -78,8 +78,9 @@ void bm_overlap(benchmark::State& st, int64_t bytes, Strategy s, int nbc, double
 void bm_step(benchmark::State& st, int64_t batch, int64_t cap_bytes, bool sgd);
 
 // table.cpp: bench/at_scale's allreduce table (bench/at_scale/step_replay.h: op,ranks,bytes,
-// seconds,reduction_charged), filled by bm_allreduce and written by rank 0 with --table-csv=FILE.
-void table_row(const char* op, int ranks, int64_t bytes, double seconds);  // the last run of each (op, bytes) stays
+// seconds,reduction_charged), filled by bm_allreduce and written by rank 0 with --table-csv=FILE;
+// the last run of each (op, bytes) stays.
+void table_row(const char* op, int ranks, int64_t bytes, double seconds);
 void write_table_csv(const std::string& path);
 
 // register.cpp: every benchmark, section 1 also at the --bytes sizes; the MPI thread level

@@ -23,7 +23,9 @@ std::map<std::pair<std::string, int64_t>, TableRow> g_table;  // the last run of
 
 }  // namespace
 
-void table_row(const char* op, int ranks, int64_t bytes, double seconds) { g_table[{op, bytes}] = {op, ranks, bytes, seconds}; }
+void table_row(const char* op, int ranks, int64_t bytes, double seconds) {
+  g_table[{op, bytes}] = {op, ranks, bytes, seconds};
+}
 
 void write_table_csv(const std::string& path) {
   std::string csv = std::string(kAllreduceTableHeader) + "\n";
