@@ -12,7 +12,7 @@ and exits 1 naming every claim the data no longer supports.
   4. The index bench/RESULTS.md: every results file has its line, and each line's headline
      figures, CPU family and model and command are in the file it names.
 
-Usage: python3 bench/check_claims.py [REPO_ROOT]    (the ctest entry test_check_claims runs it)
+Usage: python3 bench/check_claims.py [REPO_ROOT | --help]    (the ctest entry test_check_claims runs it)
 """
 import csv
 import json
@@ -22,6 +22,9 @@ import statistics
 import subprocess
 import sys
 
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__)
+    sys.exit(0)
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
 RESULTS = os.path.join(ROOT, "bench", "results", "intel-xeon-processor")
 AMD = os.path.join(ROOT, "bench", "results", "amd-epyc")
