@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_allreduce at 2 ranks (REPS runs) and 1 rank (one run), each run in three parts (step,
 # allreduce, overlap) interleaved round by round, under the bench lock; then the tables kept in
-# bench/RESULTS.md ("Allreduce and overlap"), medians over the runs with [min..max].
+# bench/results/allreduce.md, medians over the runs with [min..max].
 # Usage: bench/allreduce_table.sh [OUT_DIR]   (env HDDP_BUILD_DIR, REPS=3, RANKS=2)
 # 1 OpenMP thread per rank, --bind-to none (2 ranks on 2 cores). About 4 minutes per round here.
 set -euo pipefail

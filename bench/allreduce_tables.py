@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_allreduce JSON runs -> the markdown tables of bench/RESULTS.md ("Allreduce and overlap").
+"""bench_allreduce JSON runs -> the markdown tables of bench/results/allreduce.md.
 
 Usage: allreduce_tables.py 'P_RANKS_GLOB' '1_RANK_GLOB'   (quoted globs of --benchmark_out files)
        allreduce_tables.py pairs RUN.json [RUN.json ...]   (the latency table, below)

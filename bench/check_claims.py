@@ -1,27 +1,36 @@
 #!/usr/bin/env python3
 """Figures that can fail: re-derives the GEMM, whole-step, Fashion-MNIST, at-scale and test-suite figures of README.md
-and bench/RESULTS.md from the raw data kept under bench/results/<cpu>/, and exits 1 naming every
-claim the data no longer supports.
+and the results files bench/results/<topic>.md from the raw data kept under bench/results/<cpu>/,
+and exits 1 naming every claim the data no longer supports.
 
   1. Each kept table (gemm/gemm_table.md, step_vs_pytorch.md, mnist_vs_pytorch.md) is what its
      generator (bench/gemm_table.py, bench/step/step_table.py, bench/mnist/mnist_table.py) makes
      of the kept raw data (bench_gemm's JSON, the CSVs), byte for byte.
-  2. Every row of those tables appears verbatim in bench/RESULTS.md.
-  3. Each number quoted in README.md's benchmark lines (CLAIMS below) is in the text and equals
-     the value recomputed from the CSV, rounded as quoted.
+  2. Every row of those tables appears verbatim in the results file that quotes it.
+  3. Each number quoted in README.md's benchmark lines and the results files (CLAIMS below) is
+     in the text and equals the value recomputed from the CSV, rounded as quoted.
+  4. The index bench/RESULTS.md: every results file has its line, and each line's headline
+     figures, CPU family and model and command are in the file it names.
 
-Usage: python3 bench/check_claims.py [REPO_ROOT]    (the ctest entry test_check_claims runs it)
+Usage: python3 bench/check_claims.py [REPO_ROOT | --help]    (the ctest entry test_check_claims runs it)
 """
 import csv
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__)
+    sys.exit(0)
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
 RESULTS = os.path.join(ROOT, "bench", "results", "intel-xeon-processor")
 AMD = os.path.join(ROOT, "bench", "results", "amd-epyc")
+# The results files, one per benchmark family (bench/RESULTS.md is their index).
+STEP_MD, MNIST_MD, GEMM_MD, BF16_MD, LAYERS_MD, LINK_MD, SCALING_MD, SUITE_MD, AT_SCALE_MD = (
+    f"bench/results/{n}.md" for n in ("step", "mnist", "gemm", "bf16", "layers", "link", "scaling", "suite", "at_scale"))
 failures = []
 checks = 0
 
@@ -37,7 +46,7 @@ def regenerate(script, csv_path, md_path, argv_from_md):
                           capture_output=True, text=True, check=True).stdout
 
 
-def check_table(name, script, args_of, folder=RESULTS):
+def check_table(name, script, args_of, doc, folder=RESULTS):
     global checks
     csv_path, md_path = os.path.join(folder, name + ".csv"), os.path.join(folder, name + ".md")
     kept = open(md_path).read()
@@ -45,10 +54,10 @@ def check_table(name, script, args_of, folder=RESULTS):
     if regenerate(script, csv_path, md_path, args_of(kept)) != kept:
         failures.append(f"{md_path}: not what {script} makes of {name}.csv (re-run it, or the CSV changed)")
     checks += 1
-    results_md = read("bench/RESULTS.md")
+    results_md = read(doc)
     missing = [l for l in kept.splitlines() if l.startswith("| ") and l[2].isdigit() and l not in results_md]
     if missing:
-        failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of {name}.md, the first: {missing[0]}")
+        failures.append(f"{doc} lacks {len(missing)} row(s) of {name}.md, the first: {missing[0]}")
 
 
 def step_args(md):
@@ -74,7 +83,7 @@ def fashion_args(md, model):
 
 def check_gemm_table(gdir):
     """gdir/gemm_table.md is what bench/gemm_table.py makes of the kept bench_gemm JSON (in the
-    order of gdir/runs.txt), and its rows are in bench/RESULTS.md."""
+    order of gdir/runs.txt), and its rows are in bench/results/gemm.md."""
     global checks
     kept = open(os.path.join(gdir, "gemm_table.md")).read()
     runs = [os.path.join(gdir, f) for f in open(os.path.join(gdir, "runs.txt")).read().split()]
@@ -85,16 +94,16 @@ def check_gemm_table(gdir):
     if out != kept:
         failures.append(f"{gdir}/gemm_table.md: not what bench/gemm_table.py makes of the JSON in runs.txt")
     checks += 1
-    results_md = read("bench/RESULTS.md")
+    results_md = read(GEMM_MD)
     missing = [l for l in kept.splitlines() if l.startswith("| ") and l[2] in "sd" and l not in results_md]
     if missing:
-        failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of gemm_table.md, the first: {missing[0]}")
+        failures.append(f"{GEMM_MD} lacks {len(missing)} row(s) of gemm_table.md, the first: {missing[0]}")
 
 
 def check_at_scale():
     """at_scale/comm.md (the communication model against the reducer) and at_scale/sim/summary.md
     (the simulated tables) are what bench/at_scale/tables.py makes of the kept CSVs, and their
-    rows are in bench/RESULTS.md."""
+    rows are in bench/results/at_scale.md."""
     global checks
     adir = os.path.join(AMD, "at_scale")
     for kind, src, md in (("comm", adir, "comm.md"), ("summary", os.path.join(adir, "sim"), os.path.join("sim", "summary.md"))):
@@ -105,17 +114,17 @@ def check_at_scale():
         if out != kept:
             failures.append(f"{adir}/{md}: not what bench/at_scale/tables.py {kind} makes of the kept CSVs")
         checks += 1
-        missing = [l for l in kept.splitlines() if l.startswith("| ") and l[2].isalnum() and l not in read("bench/RESULTS.md")]
+        missing = [l for l in kept.splitlines() if l.startswith("| ") and l[2].isalnum() and l not in read(AT_SCALE_MD)]
         if missing:
-            failures.append(f"bench/RESULTS.md lacks {len(missing)} row(s) of {md}, the first: {missing[0]}")
+            failures.append(f"{AT_SCALE_MD} lacks {len(missing)} row(s) of {md}, the first: {missing[0]}")
 
 
 check_gemm_table(os.path.join(RESULTS, "gemm"))
 check_gemm_table(os.path.join(AMD, "gemm_conv"))  # the CNN's products
 check_at_scale()
-check_table("step_vs_pytorch", "bench/step/step_table.py", step_args)
-check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", lambda md: fashion_args(md, "MLP"))
-check_table("mnist_cnn_vs_pytorch", "bench/mnist/cnn_table.py", lambda md: fashion_args(md, "CNN"), AMD)
+check_table("step_vs_pytorch", "bench/step/step_table.py", step_args, STEP_MD)
+check_table("mnist_vs_pytorch", "bench/mnist/mnist_table.py", lambda md: fashion_args(md, "MLP"), MNIST_MD)
+check_table("mnist_cnn_vs_pytorch", "bench/mnist/cnn_table.py", lambda md: fashion_args(md, "CNN"), MNIST_MD, AMD)
 
 # The medians the README quotes, from the raw rows.
 step = list(csv.DictReader(open(os.path.join(RESULTS, "step_vs_pytorch.csv"))))
@@ -149,7 +158,6 @@ gemm_conv = list(csv.DictReader(open(os.path.join(AMD, "gemm_conv", "gemm_table.
 
 def gemm_vs_best(shapes, threads, table=gemm):
     """hddp / best anchor over the shapes (regexes on 's/NN/1024x1024x1024'-style names)."""
-    import re
     return [float(r["note"].split(" ")[0]) for r in table
             if r["column"] == "hddp / best anchor" and r["threads"] == str(threads)
             and any(re.fullmatch(p, r["shape"]) for p in shapes)]
@@ -175,13 +183,13 @@ CLAIMS = [
     ("README.md", "tiny products 1.10-2.87x", max(gemm_vs_best(TINY, 1) + gemm_vs_best(TINY, 2)), 2.87, 0.005),
     ("README.md", "(32,20,20) 0.53-0.86x", min(gemm_vs_best([r"s/../32x20x20"], 1) + gemm_vs_best([r"s/../32x20x20"], 2)), 0.53, 0.005),
     ("README.md", "(32,20,20) 0.53-0.86x", max(gemm_vs_best([r"s/../32x20x20"], 1) + gemm_vs_best([r"s/../32x20x20"], 2)), 0.86, 0.005),
-    ("bench/RESULTS.md", "1 thread: 0.93-1.02x", min(gemm_vs_best(BIG, 1)), 0.93, 0.005),
-    ("bench/RESULTS.md", "1.08-4.95x\non 1 thread", min(gemm_vs_best([".*"], 1, gemm_conv)), 1.08, 0.005),
-    ("bench/RESULTS.md", "1.08-4.95x\non 1 thread", max(gemm_vs_best([".*"], 1, gemm_conv)), 4.95, 0.005),
-    ("bench/RESULTS.md", "1.12-6.32x on 2", min(gemm_vs_best([".*"], 2, gemm_conv)), 1.12, 0.005),
-    ("bench/RESULTS.md", "1.12-6.32x on 2", max(gemm_vs_best([".*"], 2, gemm_conv)), 6.32, 0.005),
-    ("bench/RESULTS.md", "2 threads 0.95-1.12x", max(gemm_vs_best(BIG, 2)), 1.12, 0.005),
-    ("bench/RESULTS.md", "met**, 85 % (149.6 of 175.2 GFLOP/s)", gemm_peak_pct("s/NN/2048x2048x2048", 1), 85, 0.5),
+    (GEMM_MD, "1 thread: 0.93-1.02x", min(gemm_vs_best(BIG, 1)), 0.93, 0.005),
+    (GEMM_MD, "1.08-4.95x\non 1 thread", min(gemm_vs_best([".*"], 1, gemm_conv)), 1.08, 0.005),
+    (GEMM_MD, "1.08-4.95x\non 1 thread", max(gemm_vs_best([".*"], 1, gemm_conv)), 4.95, 0.005),
+    (GEMM_MD, "1.12-6.32x on 2", min(gemm_vs_best([".*"], 2, gemm_conv)), 1.12, 0.005),
+    (GEMM_MD, "1.12-6.32x on 2", max(gemm_vs_best([".*"], 2, gemm_conv)), 6.32, 0.005),
+    (GEMM_MD, "2 threads 0.95-1.12x", max(gemm_vs_best(BIG, 2)), 1.12, 0.005),
+    (GEMM_MD, "met**, 85 % (149.6 of 175.2 GFLOP/s)", gemm_peak_pct("s/NN/2048x2048x2048", 1), 85, 0.5),
     ("README.md", "2.2x at W = 256", speedup(256), 2.2, 0.05),
     ("README.md", "1.48x at W = 1024", speedup(1024), 1.48, 0.005),
     ("README.md", "1.54x at 4096 on 1 rank", speedup(4096), 1.54, 0.005),
@@ -202,18 +210,18 @@ CLAIMS += [
     ("README.md", "one row of 12 short (1.49x", max(float(r["ratio"]) for r in comm), 1.49, 0.005),
     ("README.md", "one row of 12 short (1.49x", sum(abs(float(r["ratio"]) - 1) > 0.25 for r in comm), 1, 0),
 ]
-# One Conv2d against PyTorch: the kept table's rows in RESULTS, its hddp / PyTorch ranges.
+# One Conv2d against PyTorch: the kept table's rows in layers.md, its hddp / PyTorch ranges.
 conv_md = open(os.path.join(AMD, "conv_vs_pytorch.md")).read()
 conv_rows = [l for l in conv_md.splitlines() if l.startswith("| c")]
 checks += 1
-if any(l not in read("bench/RESULTS.md") for l in conv_rows):
-    failures.append("bench/RESULTS.md lacks rows of bench/results/amd-epyc/conv_vs_pytorch.md")
+if any(l not in read(LAYERS_MD) for l in conv_rows):
+    failures.append(f"{LAYERS_MD} lacks rows of bench/results/amd-epyc/conv_vs_pytorch.md")
 conv_ratio = {t: [float(l.split("|")[8]) for l in conv_rows if l.split("|")[3].strip() == t] for t in ("1", "2")}
 CLAIMS += [
-    ("bench/RESULTS.md", "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", min(conv_ratio["1"]), 1.03, 0.005),
-    ("bench/RESULTS.md", "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", max(conv_ratio["1"]), 1.55, 0.005),
-    ("bench/RESULTS.md", "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", min(conv_ratio["2"]), 0.79, 0.005),
-    ("bench/RESULTS.md", "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", max(conv_ratio["2"]), 1.35, 0.005),
+    (LAYERS_MD, "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", min(conv_ratio["1"]), 1.03, 0.005),
+    (LAYERS_MD, "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", max(conv_ratio["1"]), 1.55, 0.005),
+    (LAYERS_MD, "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", min(conv_ratio["2"]), 0.79, 0.005),
+    (LAYERS_MD, "1.03-1.55x oneDNN's on 1 thread and 0.79-1.35x on 2", max(conv_ratio["2"]), 1.35, 0.005),
     ("README.md", "1.03-1.55x oneDNN's per layer on 1 thread", min(conv_ratio["1"]), 1.03, 0.005),
     ("README.md", "1.03-1.55x oneDNN's per layer on 1 thread", max(conv_ratio["1"]), 1.55, 0.005),
 ]
@@ -230,12 +238,12 @@ def layers_median(threads, name):
 step1, step2 = layers_median(1, "step/cnn/hddp"), layers_median(2, "step/cnn/hddp")
 prod1 = layers_median(1, "step/cnn/products")
 CLAIMS += [
-    ("bench/RESULTS.md", "The step at 62.4 % of the probe on one thread", step1["peak_pct"], 62.4, 0.05),
-    ("bench/RESULTS.md", "The step within 1.12x of its products on one thread", step1["real_time"] / prod1["real_time"], 1.12, 0.005),
-    ("bench/RESULTS.md", "2 threads 1.75x 1 thread on the step", step1["real_time"] / step2["real_time"], 1.75, 0.005),
-    ("bench/RESULTS.md", "c2 forward and backward at 78.5 % of the probe",
+    (LAYERS_MD, "The step at 62.4 % of the probe on one thread", step1["peak_pct"], 62.4, 0.05),
+    (LAYERS_MD, "The step within 1.12x of its products on one thread", step1["real_time"] / prod1["real_time"], 1.12, 0.005),
+    (LAYERS_MD, "2 threads 1.75x 1 thread on the step", step1["real_time"] / step2["real_time"], 1.75, 0.005),
+    (LAYERS_MD, "c2 forward and backward at 78.5 % of the probe",
      layers_median(1, "conv/c2_32x14x14_to_64/fwd+bwd/hddp")["peak_pct"], 78.5, 0.05),
-    ("bench/RESULTS.md", "c1 at 25.1 %: short of 40 %", layers_median(1, "conv/c1_1x28x28_to_32/fwd+bwd/hddp")["peak_pct"], 25.1, 0.05),
+    (LAYERS_MD, "c1 at 25.1 %: short of 40 %", layers_median(1, "conv/c1_1x28x28_to_32/fwd+bwd/hddp")["peak_pct"], 25.1, 0.05),
     ("README.md", "runs the CNN step at 62 % of the core's FMA peak", step1["peak_pct"], 62, 0.5),
 ]
 
@@ -265,13 +273,13 @@ def cnn_warm(p, t, impl):
 
 
 CLAIMS += [
-    ("bench/RESULTS.md", "met at both layouts, 3.43x and 3.15x per epoch", cnn_ratio(2, 1, "train_s"), 3.43, 0.005),
-    ("bench/RESULTS.md", "met at both layouts, 3.43x and 3.15x per epoch", cnn_ratio(1, 2, "train_s"), 3.15, 0.005),
-    ("bench/RESULTS.md", "4.81x and 4.74x per\n  run", cnn_ratio(2, 1, "run_s"), 4.81, 0.005),
-    ("bench/RESULTS.md", "4.81x and 4.74x per\n  run", cnn_ratio(1, 2, "run_s"), 4.74, 0.005),
-    ("bench/RESULTS.md", "2.49x ahead at 2 x 1 and 2.29x at 1 x 2",
+    (MNIST_MD, "met at both layouts, 3.43x and 3.15x per epoch", cnn_ratio(2, 1, "train_s"), 3.43, 0.005),
+    (MNIST_MD, "met at both layouts, 3.43x and 3.15x per epoch", cnn_ratio(1, 2, "train_s"), 3.15, 0.005),
+    (MNIST_MD, "4.81x and 4.74x per\n  run", cnn_ratio(2, 1, "run_s"), 4.81, 0.005),
+    (MNIST_MD, "4.81x and 4.74x per\n  run", cnn_ratio(1, 2, "run_s"), 4.74, 0.005),
+    (MNIST_MD, "2.49x ahead at 2 x 1 and 2.29x at 1 x 2",
      cnn_warm(2, 1, "pytorch") / cnn_warm(2, 1, "hddp"), 2.49, 0.005),
-    ("bench/RESULTS.md", "2.49x ahead at 2 x 1 and 2.29x at 1 x 2",
+    (MNIST_MD, "2.49x ahead at 2 x 1 and 2.29x at 1 x 2",
      cnn_warm(1, 2, "pytorch") / cnn_warm(1, 2, "hddp"), 2.29, 0.005),
     ("README.md", "3.43x PyTorch DDP with oneDNN per epoch", cnn_ratio(2, 1, "train_s"), 3.43, 0.005),
     ("README.md", "(2.49x once PyTorch is\n  warm)", cnn_warm(2, 1, "pytorch") / cnn_warm(2, 1, "hddp"), 2.49, 0.005),
@@ -282,7 +290,7 @@ CLAIMS += [
 ]
 
 # Thread and rank scaling: the kept table is what bench/scaling/collect.py --md makes of
-# scaling.csv, its rows are in RESULTS, and each speed-up RESULTS quotes is the CSV's.
+# scaling.csv, its rows are in scaling.md, and each speed-up scaling.md quotes is the CSV's.
 sdir = os.path.join(AMD, "scaling")
 checks += 1
 kept = open(os.path.join(sdir, "scaling.md")).read()
@@ -290,8 +298,8 @@ if subprocess.run([sys.executable, os.path.join(ROOT, "bench", "scaling", "colle
                    os.path.join(sdir, "scaling.csv")], capture_output=True, text=True, check=True).stdout != kept:
     failures.append(f"{sdir}/scaling.md: not what bench/scaling/collect.py --md makes of scaling.csv")
 checks += 1
-if any(l not in read("bench/RESULTS.md") for l in kept.splitlines() if l.startswith("| ") and "x" in l.split("|")[2]):
-    failures.append("bench/RESULTS.md lacks rows of bench/results/amd-epyc/scaling/scaling.md")
+if any(l not in read(SCALING_MD) for l in kept.splitlines() if l.startswith("| ") and "x" in l.split("|")[2]):
+    failures.append(f"{SCALING_MD} lacks rows of bench/results/amd-epyc/scaling/scaling.md")
 sp = {(r["workload"], r["ranks"], r["threads"]): float(r["speedup"]) for r in csv.DictReader(open(os.path.join(sdir, "scaling.csv")))}
 for text, key in (("GEMM: {:.2f}x at 1024^3", ("sgemm_1024", "1", "2")),
                   ("and {:.2f}x at the thin shape on 2 threads", ("sgemm_thin", "1", "2")),
@@ -302,8 +310,8 @@ for text, key in (("GEMM: {:.2f}x at 1024^3", ("sgemm_1024", "1", "2")),
                   ("**tanh: {:.2f}x on 2 threads**", ("tanh_16Mi", "1", "2")),
                   ("MLP step: {:.2f}x at 1 x 2", ("mnist_step", "1", "2"))):
     checks += 1
-    if text.format(sp[key]) not in read("bench/RESULTS.md"):
-        failures.append(f"bench/RESULTS.md: '{text.format(sp[key])}' (from scaling.csv) is not in the text")
+    if text.format(sp[key]) not in read(SCALING_MD):
+        failures.append(f"{SCALING_MD}: '{text.format(sp[key])}' (from scaling.csv) is not in the text")
 for text, key in (("sgemm {:.2f}x on 2 threads", ("sgemm_1024", "1", "2")),
                   ("MLP step {:.2f}x at 1 rank x 2 threads", ("mlp_step", "1", "2")),
                   ("Adam {:.2f}x;", ("adam_16Mi", "1", "2"))):
@@ -312,7 +320,6 @@ for text, key in (("sgemm {:.2f}x on 2 threads", ("sgemm_1024", "1", "2")),
         failures.append(f"README.md: '{text.format(sp[key])}' (from scaling.csv) is not in the text")
 
 # The two commands' wall times (bench/results/amd-epyc/suite/: the logs of the runs).
-import re
 suite = read("bench/results/amd-epyc/suite/test_sh_after.log")
 phases = {m.group(2): int(m.group(1)) for m in re.finditer(r"^== \[(\d+) s\] (.*)$", suite, re.M)}
 hog_phases = {m.group(2): int(m.group(1)) for m in re.finditer(r"^== \[(\d+) s\] (.*)$",
@@ -328,16 +335,16 @@ now_tests = [int(m.group(1)) for m in re.finditer(r"tests passed, 0 tests failed
 CLAIMS += [
     ("README.md", "19 min 23 s and 21 min 24 s", int(now_real.group(1)) * 60 + float(now_real.group(2)), 1163, 0.5),
     ("README.md", "19 min 23 s and 21 min 24 s", int(again_real.group(1)) * 60 + float(again_real.group(2)), 1284, 0.5),
-    ("bench/RESULTS.md", "second run of the same code, 21 min 24 s", int(again_real.group(1)) * 60 + float(again_real.group(2)),
+    (SUITE_MD, "second run of the same code, 21 min 24 s", int(again_real.group(1)) * 60 + float(again_real.group(2)),
      1284, 0.5),
     ("README.md", "build 3.6 min,\nthen the normal pass (83", now_phases["normal pass: ctest -j 2"] / 60, 3.6, 0.05),
     ("README.md", "the normal pass (83\ntests)", now_tests[0], 83, 0),
     ("README.md", "the sanitizer pass (66 tests)", now_tests[1], 66, 0),
-    ("bench/RESULTS.md", "| 215 -> 942 (727 s) |",
+    (SUITE_MD, "| 215 -> 942 (727 s) |",
      now_phases["normal pass done (rc 0)"] - now_phases["normal pass: ctest -j 2"], 727, 0),
-    ("bench/RESULTS.md", "| 609 -> 1163 (554 s) |",
+    (SUITE_MD, "| 609 -> 1163 (554 s) |",
      now_phases["sanitizer pass done (rc 0)"] - now_phases["sanitizer build done, sanitizer pass starts"], 554, 0),
-    ("bench/RESULTS.md", "**met here, 19 min 23 s**", now_phases["sanitizer pass done (rc 0)"], 1163, 0),
+    (SUITE_MD, "**met here, 19 min 23 s**", now_phases["sanitizer pass done (rc 0)"], 1163, 0),
 ]
 hogs_now = read("bench/results/intel-xeon-processor/suite/test_sh_beside_two_hogs.log")
 hogs_real = re.search(r"^real\s+(\d+)m([\d.]+)s", hogs_now, re.M)
@@ -345,18 +352,18 @@ hogs_tests = [int(m.group(1)) for m in re.finditer(r"tests passed, 0 tests faile
 CLAIMS += [
     ("README.md", "green beside two CPU hogs in 30 min 43 s", int(hogs_real.group(1)) * 60 + float(hogs_real.group(2)),
      1843, 0.5),
-    ("bench/RESULTS.md", "green, 83 + 66 tests, **30 min 43 s**", sum(hogs_tests), 83 + 66, 0),
+    (SUITE_MD, "green, 83 + 66 tests, **30 min 43 s**", sum(hogs_tests), 83 + 66, 0),
 ]
 CLAIMS += [
-    ("bench/RESULTS.md", "| 592 s, 55 tests |", phases["sanitizer pass done"] - phases["sanitizer pass"], 592, 0),
-    ("bench/RESULTS.md", "| 810 s, 72 tests,", phases["normal pass done (rc 0)"] - phases["normal pass: ctest -j 2"], 810, 0),
-    ("bench/RESULTS.md", "green, 72 + 55 tests, 41 min 7 s (normal pass 1086 s",
+    (SUITE_MD, "| 592 s, 55 tests |", phases["sanitizer pass done"] - phases["sanitizer pass"], 592, 0),
+    (SUITE_MD, "| 810 s, 72 tests,", phases["normal pass done (rc 0)"] - phases["normal pass: ctest -j 2"], 810, 0),
+    (SUITE_MD, "green, 72 + 55 tests, 41 min 7 s (normal pass 1086 s",
      hog_phases["normal pass done (rc 0)"] - hog_phases["normal pass: ctest -j 2"], 1086, 0),
-    ("bench/RESULTS.md", "sanitizer pass\n1255 s;", hog_phases["sanitizer pass done"] - hog_phases["sanitizer pass"], 1255, 0),
+    (SUITE_MD, "sanitizer pass\n1255 s;", hog_phases["sanitizer pass done"] - hog_phases["sanitizer pass"], 1255, 0),
     ("README.md", "`bash scripts/run.sh` 3 min 19 s", int(run_real.group(1)) * 60 + float(run_real.group(2)), 199, 0.5),
 ]
 # bf16 (AMD EPYC, Zen 5: AVX512_BF16, no AMX): the wide MLP step against PyTorch's bf16 autocast.
-check_table("step_vs_pytorch_bf16", "bench/step/step_table.py", lambda md: step_args(md) + ["bf16"], folder=AMD)
+check_table("step_vs_pytorch_bf16", "bench/step/step_table.py", lambda md: step_args(md) + ["bf16"], BF16_MD, folder=AMD)
 step16 = list(csv.DictReader(open(os.path.join(AMD, "step_vs_pytorch_bf16.csv"))))
 
 
@@ -368,7 +375,7 @@ def step16_ratio(p, t):
 
 
 check_table("mnist_cnn_vs_pytorch_bf16", "bench/mnist/cnn_table.py", lambda md: fashion_args(md, "CNN") + ["1.5"],
-            folder=AMD)
+            BF16_MD, folder=AMD)
 cnn16 = list(csv.DictReader(open(os.path.join(AMD, "mnist_cnn_vs_pytorch_bf16.csv"))))
 gd = list(csv.DictReader(open(os.path.join(AMD, "bf16", "grad_dtype.csv"))))
 
@@ -404,42 +411,42 @@ def bf16_gemm(name):
     raise KeyError(name)
 
 
-# The table's square and MLP rows (RESULTS lists these eight).
+# The table's square and MLP rows (bf16.md lists these eight).
 squares = [bf16_gemm(f"gemm/hddp-bf16/h/{t}/{s}") / bf16_gemm(f"gemm/hddp/s/{t}/{s}")
            for t in ("NN", "NT", "TN") for s in ("1024x1024x1024", "2048x2048x2048", "256x1024x1024") if (t, s) != ("TN", "1024x1024x1024")]
 gd_acc = {g: 100 * statistics.mean(float(r["test_accuracy"]) for r in gd if r["grad_dtype"] == g) for g in ("float", "bf16")}
 CLAIMS += [
-    ("bench/RESULTS.md", "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
+    (BF16_MD, "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
      cnn16_ratio(2, 1, "train_s"), 2.48, 0.005),
-    ("bench/RESULTS.md", "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
+    (BF16_MD, "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
      cnn16_ratio(1, 2, "train_s"), 2.41, 0.005),
-    ("bench/RESULTS.md", "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
+    (BF16_MD, "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
      cnn16_ratio(2, 1, "run_s"), 4.30, 0.005),
-    ("bench/RESULTS.md", "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
+    (BF16_MD, "**2.48x PyTorch's autocast per epoch at 2 x 1 and 2.41x at 1 x 2, 4.30x and 3.87x per run",
      cnn16_ratio(1, 2, "run_s"), 3.87, 0.005),
-    ("bench/RESULTS.md", "88.79 % vs 88.64 % at 2 x 1", last_acc(cnn16, 2, 1), 88.79, 0.005),
-    ("bench/RESULTS.md", "88.79 % vs 88.64 % at 2 x 1", last_acc(cnn, 2, 1), 88.64, 0.005),
-    ("bench/RESULTS.md", "90.18 % vs 90.11 % at 1 x 2", last_acc(cnn16, 1, 2), 90.18, 0.005),
-    ("bench/RESULTS.md", "90.18 % vs 90.11 % at 1 x 2", last_acc(cnn, 1, 2), 90.11, 0.005),
-    ("bench/RESULTS.md", "The CNN step gains 1.17x, the wide MLP step 1.34x",
+    (BF16_MD, "88.79 % vs 88.64 % at 2 x 1", last_acc(cnn16, 2, 1), 88.79, 0.005),
+    (BF16_MD, "88.79 % vs 88.64 % at 2 x 1", last_acc(cnn, 2, 1), 88.64, 0.005),
+    (BF16_MD, "90.18 % vs 90.11 % at 1 x 2", last_acc(cnn16, 1, 2), 90.18, 0.005),
+    (BF16_MD, "90.18 % vs 90.11 % at 1 x 2", last_acc(cnn, 1, 2), 90.11, 0.005),
+    (BF16_MD, "The CNN step gains 1.17x, the wide MLP step 1.34x",
      bf16_layer("step/cnn/hddp") / bf16_layer("step/cnn/hddp-bf16"), 1.17, 0.005),
-    ("bench/RESULTS.md", "The CNN step gains 1.17x, the wide MLP step 1.34x",
+    (BF16_MD, "The CNN step gains 1.17x, the wide MLP step 1.34x",
      bf16_layer("step/wide/hddp") / bf16_layer("step/wide/hddp-bf16"), 1.34, 0.005),
-    ("bench/RESULTS.md", "forward runs 1.68x faster on the bf16 micro-kernel",
+    (BF16_MD, "forward runs 1.68x faster on the bf16 micro-kernel",
      bf16_layer("conv/c2_32x14x14_to_64/fwd/hddp") / bf16_layer("conv/c2_32x14x14_to_64/fwd/hddp-bf16"), 1.68, 0.005),
-    ("bench/RESULTS.md", "Square and MLP shapes run 1.68-1.80x the float GEMM", min(squares), 1.68, 0.005),
-    ("bench/RESULTS.md", "Square and MLP shapes run 1.68-1.80x the float GEMM", max(squares), 1.80, 0.005),
+    (BF16_MD, "Square and MLP shapes run 1.68-1.80x the float GEMM", min(squares), 1.68, 0.005),
+    (BF16_MD, "Square and MLP shapes run 1.68-1.80x the float GEMM", max(squares), 1.80, 0.005),
     # --grad-dtype bf16: the accuracies as the text rounds them (the text must hold them).
-    ("bench/RESULTS.md", f"test accuracy {gd_acc['bf16']:.2f} % against {gd_acc['float']:.2f} %", 0, 0, 0),
+    (BF16_MD, f"test accuracy {gd_acc['bf16']:.2f} % against {gd_acc['float']:.2f} %", 0, 0, 0),
 ]
 CLAIMS += [
     ("README.md", "the wide MLP step\n5.1x PyTorch's bf16 autocast", step16_ratio(1, 1), 5.1, 0.05),
-    ("bench/RESULTS.md", "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 1), 5.12, 0.005),
-    ("bench/RESULTS.md", "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 2), 6.75, 0.005),
+    (BF16_MD, "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 1), 5.12, 0.005),
+    (BF16_MD, "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 2), 6.75, 0.005),
 ]
 
 # Over a network link (bench/link/link_table.sh): the kept table is what link_table.py makes of
-# the CSV, its rows are in RESULTS, and the figures README and RESULTS quote are the CSV's.
+# the CSV, its rows are in link.md, and the figures README and link.md quote are the CSV's.
 ldir = os.path.join(RESULTS, "link")
 lmd = open(os.path.join(ldir, "link_steps.md")).read()
 lines = lmd.splitlines()
@@ -449,9 +456,9 @@ checks += 1
 if regenerate("bench/link/link_table.py", os.path.join(ldir, "link_steps.csv"), None, [lcpu, lnote]) != lmd:
     failures.append(f"{ldir}/link_steps.md: not what bench/link/link_table.py makes of link_steps.csv")
 checks += 1
-lmissing = [l for l in lines if l.startswith("| ") and not l.startswith("| link") and l not in read("bench/RESULTS.md")]
+lmissing = [l for l in lines if l.startswith("| ") and not l.startswith("| link") and l not in read(LINK_MD)]
 if lmissing:
-    failures.append(f"bench/RESULTS.md lacks {len(lmissing)} row(s) of link/link_steps.md, the first: {lmissing[0]}")
+    failures.append(f"{LINK_MD} lacks {len(lmissing)} row(s) of link/link_steps.md, the first: {lmissing[0]}")
 lj = json.loads(subprocess.run([sys.executable, os.path.join(ROOT, "bench", "link", "link_table.py"),
                                 os.path.join(ldir, "link_steps.csv"), "--json"], capture_output=True, text=True, check=True).stdout)
 lrow = {(m, r["rate"]): r for m in lj for r in lj[m]["rows"]}
@@ -474,10 +481,51 @@ CLAIMS += [
     ("README.md", "at 1 Gbit/s the step is 1.28-1.33x the bytes' own time", min(slow_ratio), 1.28, 0.005),
     ("README.md", "at 1 Gbit/s the step is 1.28-1.33x the bytes' own time", max(slow_ratio), 1.33, 0.005),
     ("README.md", "the MLP at 3 Gbit/s 1.67x", lrow[("mlp", "3gbit")]["default_vs_comm"], 1.67, 0.005),
-    ("bench/RESULTS.md", "test accuracy 88.60 % against\n88.87 %", gacc["bf16"], 88.60, 0.005),
-    ("bench/RESULTS.md", "test accuracy 88.60 % against\n88.87 %", gacc["float"], 88.87, 0.005),
-    ("bench/RESULTS.md", "1 rank: hddp 0.91 s, PyTorch 1.50 s: 1.65x", lj["mlp"]["compute_torch"] / lj["mlp"]["compute"], 1.65, 0.005),
+    (LINK_MD, "test accuracy 88.60 % against\n88.87 %", gacc["bf16"], 88.60, 0.005),
+    (LINK_MD, "test accuracy 88.60 % against\n88.87 %", gacc["float"], 88.87, 0.005),
+    (LINK_MD, "1 rank: hddp 0.91 s, PyTorch 1.50 s: 1.65x", lj["mlp"]["compute_torch"] / lj["mlp"]["compute"], 1.65, 0.005),
 ]
+
+
+# The index (bench/RESULTS.md): a line per results file; each line's quoted headline figures, the
+# CPU families and models and the command are in the file it names (whitespace and bold aside).
+def plain(text):
+    return re.sub(r"\s+", " ", text.replace("**", ""))
+
+
+index = read("bench/RESULTS.md")
+listed = set()
+for row in index.splitlines():
+    m = re.match(r"\| \[([\w.]+)\]\(results/([\w.]+)\) \|(.*)$", row)
+    if not m:
+        continue
+    name, cells = m.group(2), [c.strip() for c in m.group(3).split(" | ")]
+    listed.add(name)
+    checks += 1
+    if m.group(1) != name or len(cells) != 4 or not os.path.exists(os.path.join(ROOT, "bench", "results", name)):
+        failures.append(f"bench/RESULTS.md: the line of {name} does not name an existing file with its four cells")
+        continue
+    headline, cpu, command = cells[1], cells[2], cells[3].rstrip(" |")
+    topic = plain(read(f"bench/results/{name}"))
+    quoted = re.findall(r'"([^"]+)"', headline)
+    checks += 1
+    if not quoted:
+        failures.append(f"bench/RESULTS.md: {name}'s line quotes no headline figure")
+    wanted = [("headline figure", q) for q in quoted]
+    wanted += [("CPU", f) for f in re.findall(r"(?:Intel\(R\) Xeon\(R\) Processor|Intel Xeon|AMD EPYC)", cpu)]
+    wanted += [("command", command.strip("`"))]
+    for kind, text in wanted:
+        checks += 1
+        if plain(text) not in topic:
+            failures.append(f"bench/RESULTS.md: {name}'s {kind} '{text}' is not in bench/results/{name}")
+    for family, model in re.findall(r"family (\d+), model (\d+)", cpu):
+        checks += 1
+        if not re.search(rf"family {family},? model {model}\b", topic):
+            failures.append(f"bench/RESULTS.md: {name} does not say family {family}, model {model}")
+checks += 1
+unlisted = sorted(f for f in os.listdir(os.path.join(ROOT, "bench", "results")) if f.endswith(".md") and f not in listed)
+if unlisted:
+    failures.append(f"bench/RESULTS.md has no line for {', '.join(unlisted)}")
 
 for path, text, value, stated, tol in CLAIMS:
     checks += 1

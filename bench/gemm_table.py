@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The GEMM table of bench/RESULTS.md from bench_gemm runs (bench/gemm_table.sh makes them).
+"""The GEMM table of bench/results/gemm.md from bench_gemm runs (bench/gemm_table.sh makes them).
 
 Usage: python3 bench/gemm_table.py RUN.json [RUN.json ...] [--csv OUT.csv]
 Each RUN.json: one bench_gemm process (OMP_NUM_THREADS=T, --benchmark_repetitions=R,

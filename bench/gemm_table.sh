@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hddp's GEMM against the best BLAS on this CPU, side by side, per thread count (repetitions
 # interleaved at random, medians), under the bench lock; prints the markdown table kept in
-# bench/RESULTS.md (bench/gemm_table.py) and keeps the raw JSON.
+# bench/results/gemm.md (bench/gemm_table.py) and keeps the raw JSON.
 #
 # Each anchor at its best: one bench_gemm run with OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE and
 # BLIS_ARCH_TYPE unset (the libraries' own detection; for this command alone, whatever the
@@ -14,8 +14,8 @@
 # drifts (a VM) the medians of one process still compare.
 # Usage: bench/gemm_table.sh [THREADS...]   (default: 1 2; env HDDP_BUILD_DIR, REPS=11, MIN_TIME,
 #        GEMM_FILTER: a bench_gemm regex instead of the table's shapes, or "cnn" for a CNN's
-#        products (bench_gemm's conv* and fc1_* rows; bench/RESULTS.md, "GEMM on the
-#        convolution's shapes"), OUT_DIR for the JSON,
+#        products (bench_gemm's conv* and fc1_* rows; bench/results/gemm.md, "GEMM on
+#        the convolution's shapes"), OUT_DIR for the JSON,
 #        HDDP_BENCH_LOCK: the lock file other benchmarks share, empty for none)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

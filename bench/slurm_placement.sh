@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tutorial's step under the local Slurm (scripts/slurm-local.sh, 3 emulated nodes on this
-# host) beside plain mpiexec on the same host, in one run (bench/RESULTS.md, "Placement under
-# Slurm"). Every case runs the unmodified slurm/run.sbatch or mpiexec with
+# host) beside plain mpiexec on the same host, in one run (bench/results/slurm.md).
+# Every case runs the unmodified slurm/run.sbatch or mpiexec with
 # OMP_NUM_THREADS=1 and EPOCHS epochs; ROUNDS rounds, the cases interleaved in each round; the
 # table has the median us/step (poly_train's "training: ... us/step" line) and the range.
 #   sudo bash bench/slurm_placement.sh [build dir]     (default: build; ROUNDS=3 EPOCHS=400)

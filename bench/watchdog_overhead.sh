@@ -6,7 +6,7 @@
 #   2. the wide-MLP step: bench_allreduce's step/wide benchmarks, whose rounds run every mode
 #      back to back (test vs test_watchdog, blocking vs blocking_watchdog): the per-round
 #      ratio, median over rounds.
-# Prints markdown tables for bench/RESULTS.md. Run on a quiet machine.
+# Prints markdown tables for bench/results/watchdog.md. Run on a quiet machine.
 #   bash bench/watchdog_overhead.sh [build dir]     (default: build; PAIRS=15 EPOCHS=20000)
 set -euo pipefail
 BUILD=${1:-build}

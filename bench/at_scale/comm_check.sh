@@ -29,5 +29,5 @@ for p in 2 3; do
 done
 python3 "$ROOT/bench/at_scale/tables.py" comm "$OUT" >"$OUT/comm.md"
 cat "$OUT/comm.md" >&2
-echo "kept: $OUT/comm-{model.csv,2.csv,2.json,3.csv,3.json} and comm.md (bench/RESULTS.md's table)" >&2
+echo "kept: $OUT/comm-{model.csv,2.csv,2.json,3.csv,3.json} and comm.md (bench/results/at_scale.md's table)" >&2
 exit $rc

@@ -10,7 +10,7 @@
 // candidate_caps and the choice among them from pick_least.
 //
 // The overlapped step follows what Open MPI's libnbc does on the compute thread (measured on Open MPI 4.1,
-// bench/RESULTS.md "At scale"): a bucket's MPI_Iallreduce is a Rabenseifner schedule of
+// bench/results/at_scale.md): a bucket's MPI_Iallreduce is a Rabenseifner schedule of
 // R = 2 ceil(log2 P) rounds (recursive halving, then doubling); a round advances only inside an
 // MPI call, one round per call: the hook after each layer and every poll interval of compute
 // while a bucket is in flight (Test mode), continuously in finish(). A halving round's reduction

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/at_scale's small numeric helpers and its markdown tables (bench/RESULTS.md "At scale").
+"""bench/at_scale's small numeric helpers and its markdown tables (bench/results/at_scale.md).
 
   tables.py summary OUT             replay per model and P, the in-simulator check, Horovod
   tables.py comm DIR                the communication model against the reducer (comm_check.sh's

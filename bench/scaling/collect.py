@@ -2,7 +2,7 @@
 """The scaling study's raw outputs (bench/scaling/run.sh: OUT/raw/) as one CSV on stdout.
 
   collect.py RAW_DIR CPU_MODEL CPU_FM > scaling.csv
-  collect.py --md scaling.csv > scaling.md        (the table bench/RESULTS.md quotes)
+  collect.py --md scaling.csv > scaling.md        (the table bench/results/scaling.md quotes)
 
 One row per workload and layout: the median over the repetitions of the program's own
 measure (GFLOP/s from bench_gemm, seconds from bench_elementwise, bench_layers and the drivers'

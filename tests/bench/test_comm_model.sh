@@ -5,7 +5,7 @@
 # that the measurements contradict fails here, on any machine and under any load.
 #   1. each kept verdict (comm-<P>.csv) is what this build makes of its raw file, byte for byte;
 #   2. at 2 ranks every row is within 25 % (exit 0); 3 ranks: the kept verdict names its one row
-#      outside (oversubscribed: 3 ranks on 2 cores; bench/RESULTS.md);
+#      outside (oversubscribed: 3 ranks on 2 cores; bench/results/at_scale.md);
 #   3. the check can fail: the same data with the table scaled by 1.5 (a network model 1.5x off)
 #      exits 1 naming the rows;
 #   4. bad input: a missing file and a file of another format exit 2 naming the file;
@@ -41,7 +41,7 @@ for raw in $kept; do
 done
 # Over shaped network links (bench/link/comm_check_link.sh, bench/results/<cpu>/link/comm-<rate>-<P>.json):
 # each kept verdict re-derived byte for byte (a change to the model that moves any row fails);
-# on 2 nodes the Blocking rows are within 15 %, and at 1 Gbit/s every row (what bench/RESULTS.md
+# on 2 nodes the Blocking rows are within 15 %, and at 1 Gbit/s every row (what bench/results/link.md
 # states).
 for raw in $(ls "$ROOT"/bench/results/*/link/comm-*-[0-9].json 2>/dev/null); do
   timeout 60 "$BIN" --from-raw "$raw" --tolerance 0.15 --out "$WORK/v.csv" 2>"$WORK/err"

@@ -32,8 +32,8 @@ export HDDP_SLURM_PORT="${HDDP_SLURM_REQUEUE_PORT:-17200}"   # not the demo's 17
 # test freezes the ranks (SIGSTOP) as soon as the first progress line (epoch 100) shows, sends
 # the signal, waits until every rank has it pending, and only then continues them - a state,
 # not a race. The one window left, the first line to the freeze (a 0.1 s poll), is covered by
-# the epochs still to go: 9900 at 0.2-0.4 ms per step quiet (bench/RESULTS.md, "Placement under
-# Slurm"), 2-5 ms with two CPU hogs beside it, i.e. 2 s or more.
+# the epochs still to go: 9900 at 0.2-0.4 ms per step quiet (bench/results/slurm.md),
+# 2-5 ms with two CPU hogs beside it, i.e. 2 s or more.
 EPOCHS=10000
 
 bash "$slurm_local" down >/dev/null 2>&1 || true

@@ -6,7 +6,7 @@
 #      The job's affinity report (--report-affinity) has one line per rank with its CPU set, the
 #      job file says how it placed the ranks (unbound: the emulated nodes share this host), and
 #      no placement warning is printed. Its step time is printed beside plain mpiexec's (not
-#      asserted: speed lives in bench/RESULTS.md);
+#      asserted: speed lives in bench/results/slurm.md);
 #   2. two ranks on one node (sbatch -N 1 -n 2 -c 1): each on its own core - the two ranks
 #      report different CPUs, no warning; two ranks on each of the 3 nodes run to the end;
 #   3. a job asking for more nodes than exist is refused at submission with a clear message.
@@ -111,7 +111,7 @@ timeout 120 mpiexec -n 3 --oversubscribe --bind-to none "$bin" --epochs 200 --no
 timeout 120 mpiexec -n 3 --oversubscribe --bind-to none --mca btl self,tcp "$bin" --epochs 200 --no-plot \
   --out "$work/plain" >"$work/plain/tcp.log" 2>&1 || fail "plain mpiexec -n 3 over TCP failed: $(tail -3 "$work/plain/tcp.log")"
 log "step time: Slurm job $(step_us "$job_log") us, plain mpiexec $(step_us "$work/plain/log") us," \
-    "plain mpiexec over TCP $(step_us "$work/plain/tcp.log") us (200 epochs each; bench/RESULTS.md has the measurement)"
+    "plain mpiexec over TCP $(step_us "$work/plain/tcp.log") us (200 epochs each; bench/results/slurm.md has the measurement)"
 
 pdf="$work/out/errors.pdf"
 [ -s "$pdf" ] || fail "$pdf is missing or empty"
