@@ -2,14 +2,15 @@
 // Which instruction sets this CPU (and OS) can execute, and the one rule that picks a kernel
 // family's set: the family's variable where it is set, else the widest set the CPU has.
 //   family        variable                 sets, widest first
-//   gemm          HDDP_GEMM_KERNEL         avx512, avx2, portable  (gemm/gemm_config.h adds wisdom)
+//   gemm          HDDP_GEMM_KERNEL         avx512, avx2, portable  (between the two: gemm/gemm_config.h)
 //   gemm_bf16     HDDP_GEMM_BF16_KERNEL    amx, avx512bf16, portable
 //   conv          HDDP_CONV_KERNEL         avx512, avx2, portable
 //   elementwise   HDDP_ELEMENTWISE_KERNEL  avx512, avx2, portable
 // The sets: avx512 (AVX-512F, ZMM state enabled, and AVX2+FMA), avx2 (AVX2+FMA), avx512bf16
 // (AVX512_BF16), amx (AMX-BF16, the tile state granted by Linux), portable (plain C++).
-// Each family's sets are an IsaTable below, one getter per set, each defined in the family's
-// file for that set (<family>/<family>_<isa>.cpp, the only file built with the set's flags).
+// Each family's sets are an IsaTable below, one getter <family>_kernels_<isa>() per set, each
+// defined in the family's file for that set (<family>/<family>_<isa>.cpp, the only file built
+// with the set's flags).
 #include <string>
 #include <string_view>
 
