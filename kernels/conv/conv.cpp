@@ -3,7 +3,11 @@
 //   forward / input gradient:  image b  x  output row  x  channel block  |  tiles along the row
 //   weight gradient:           image chunk  x  kernel row  x  (rows, channel block) tile
 //                              |  the chunk's images and output rows, as one batch of products
-// one parallel region each (static schedule, the work items depend on the shapes alone).
+// one parallel region each (static schedule, the work items depend on the shapes alone). The
+// forward and the input gradient share kernel_rows (a row's products) and run_tiles (a row's
+// tiles); forward_scratch and backward_scratch size each pass's scratch and lay it out. The
+// backward: pad_output_gradient, input_gradient, weight_gradient (with the bias gradient per
+// chunk), sum_chunks.
 #include <hddp/kernels/conv.h>
 
 #include <algorithm>
