@@ -14,7 +14,7 @@
 #include <vector>
 
 #include <hddp/kernels/elementwise.h>
-#include <hddp/kernels/elementwise_isa.h>
+#include <hddp/kernels/elementwise/elementwise_ukernel.h>
 
 namespace {
 

@@ -26,11 +26,11 @@
 #include "bench/cnn_gemm_shapes.h"
 #include "gemm_anchors.h"
 #include <hddp/kernels/gemm.h>
-#include <hddp/kernels/gemm_backends.h>
+#include <hddp/kernels/gemm/gemm_backends.h>
 #include <hddp/kernels/gemm_bf16.h>
-#include <hddp/kernels/gemm_bf16_ukernel.h>
-#include <hddp/kernels/gemm_config.h>
-#include <hddp/kernels/gemm_ukernel.h>
+#include <hddp/kernels/gemm_bf16/gemm_bf16_ukernel.h>
+#include <hddp/kernels/gemm/gemm_config.h>
+#include <hddp/kernels/gemm/gemm_ukernel.h>
 #include "peak.h"
 
 namespace {
@@ -97,8 +97,8 @@ void register_all(const char* prec, const std::vector<hddp::bench::Anchor>& anch
   const std::pair<const char*, std::pair<Trans, Trans>> trans[] = {
       {"NN", {Trans::No, Trans::No}}, {"NT", {Trans::No, Trans::Yes}}, {"TN", {Trans::Yes, Trans::No}}};
   std::vector<std::pair<std::string, GemmFn<T>>> backends{{"hddp", &hddp::gemm_blocked<T>}};
-  if (hddp::detail::cpu_has_avx512()) backends.push_back({"hddp-avx512", &hddp_on<T, hddp::detail::avx512_kernels>});
-  if (hddp::detail::cpu_has_avx2_fma()) backends.push_back({"hddp-avx2", &hddp_on<T, hddp::detail::avx2_kernels>});
+  if (hddp::detail::cpu_has_avx512()) backends.push_back({"hddp-avx512", &hddp_on<T, hddp::detail::gemm_kernels_avx512>});
+  if (hddp::detail::cpu_has_avx2_fma()) backends.push_back({"hddp-avx2", &hddp_on<T, hddp::detail::gemm_kernels_avx2>});
   for (const auto& a : anchors) backends.push_back({a.name, pick<T>(a)});
   backends.push_back({"naive", &hddp::gemm_naive<T>});
   auto add = [&](const std::string& tname, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K,
@@ -163,8 +163,8 @@ void bf16_on(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, c
 void register_bf16() {
   std::vector<std::pair<std::string, Bf16Fn>> sets{{"hddp-bf16", &hddp::gemm_bf16}};
   if (hddp::gemm_bf16_unsupported_reason("avx512bf16").empty())
-    sets.push_back({"hddp-avx512bf16", &bf16_on<hddp::detail::avx512bf16_kernels>});
-  if (hddp::gemm_bf16_unsupported_reason("amx").empty()) sets.push_back({"hddp-amx", &bf16_on<hddp::detail::amx_kernels>});
+    sets.push_back({"hddp-avx512bf16", &bf16_on<hddp::detail::gemm_bf16_kernels_avx512bf16>});
+  if (hddp::gemm_bf16_unsupported_reason("amx").empty()) sets.push_back({"hddp-amx", &bf16_on<hddp::detail::gemm_bf16_kernels_amx>});
   auto add = [&](const std::string& tname, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const std::string& suffix) {
     for (auto& [sname, fn] : sets) {
       const std::string name = "gemm/" + sname + "/h/" + tname + "/" + std::to_string(M) + "x" + std::to_string(N) +

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <hddp/kernels/gemm.h>
-#include <hddp/kernels/gemm_backends.h>
+#include <hddp/kernels/gemm/gemm_backends.h>
 
 namespace hddp::bench {
 

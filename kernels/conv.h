@@ -6,7 +6,7 @@
 // NCHW (PyTorch's order) where a flag says so; weights Wt in PyTorch's (Cout, C, k, k) order,
 // re-blocked inside each call (k*k*C*Cout values: cheap beside the products).
 //
-// Every pass is a sum of batch-reduce GEMMs (conv_ukernel.h) over rows of the kernel: for a
+// Every pass is a sum of batch-reduce GEMMs (conv/conv_ukernel.h) over rows of the kernel: for a
 // kernel row ki, the taps (kj, ci) of one output pixel are k*C consecutive values of a zero-
 // padded input row, so one product of K = k*C covers a kernel row and rows outside the image are
 // left out of the batch:
@@ -15,10 +15,10 @@
 //   weight grad    dW[ki]((kj, ci), co) = sum_{b, oh} Xp[ih](ow+kj, ci)^T . dYp[oh](ow, co)
 // Xp: the input with `pad` zero columns either side; dYp: dY with k-1-pad zero columns either
 // side and its channels zero-padded to whole vectors; Wr, Wd: the weights re-blocked (Wd with
-// kj reversed). Loops (conv.cpp): images x output rows x channel blocks for the forward and the
-// input gradient, fixed image chunks x kernel rows x (kj, ci) tiles for the weight gradient, one
-// parallel region each; tiles and chunks depend on the shapes alone, so every result is bitwise
-// the same for any OpenMP thread count. The micro-kernel set follows HDDP_CONV_KERNEL (avx512,
+// kj reversed). Loops (conv/conv.cpp): images x output rows x channel blocks for the forward
+// and the input gradient, fixed image chunks x kernel rows x (kj, ci) tiles for the weight
+// gradient, one parallel region each; tiles and chunks depend on the shapes alone, so every
+// result is bitwise the same for any OpenMP thread count. The micro-kernel set follows HDDP_CONV_KERNEL (avx512,
 // avx2, portable) where set, else the widest the CPU has (kernels/cpu_isa.h).
 //
 // bf16 = true runs the products as PyTorch's CPU autocast does: every product reads its operands

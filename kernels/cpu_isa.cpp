@@ -121,21 +121,37 @@ std::string amx_permission_error() {
   return why;
 }
 
-std::string isa_unsupported_reason(const std::string& name, const char* env_var) {
+std::string isa_unsupported_reason(const IsaFamily& f, const std::string& name) {
+  const bool known = name == f.isas[0] || name == f.isas[1] || name == f.isas[2];
+  HDDP_CHECK_ARG(known, "unknown " << f.what << " set '" << name << "' (" << f.env_var << "): expected " << f.isas[0]
+                                   << ", " << f.isas[1] << " or " << f.isas[2]);
   if (name == "portable") return "";
   if (name == "avx2") return cpu_has_avx2_fma() ? "" : "this CPU (or OS) lacks AVX2+FMA";
-  if (name == "avx512")
-    return cpu_has_avx512() ? "" : "this CPU (or OS) lacks AVX-512F with ZMM state enabled";
-  HDDP_CHECK_ARG(false, "unknown kernel set '" << name << "' (" << env_var << "): expected avx512, avx2 or portable");
+  if (name == "avx512") return cpu_has_avx512() ? "" : "this CPU (or OS) lacks AVX-512F with ZMM state enabled";
+  if (name == "avx512bf16") return cpu_has_avx512_bf16() ? "" : "this CPU (or OS) lacks AVX512_BF16";
+  return amx_permission_error();  // "amx"
 }
 
-std::string isa_choice(const char* env_var) {
-  if (const char* force = std::getenv(env_var); force && *force) {
-    const std::string why = isa_unsupported_reason(force, env_var);
-    HDDP_CHECK_ARG(why.empty(), env_var << "=" << force << ": " << why << "; unset it to use the best kernel this CPU has");
+std::string isa_unsupported_reason(const std::string& name, const char* env_var) {
+  for (const IsaFamily* f : {&kGemmIsa, &kGemmBf16Isa, &kConvIsa, &kElementwiseIsa})
+    if (std::strcmp(f->env_var, env_var) == 0) return isa_unsupported_reason(*f, name);
+  HDDP_CHECK_ARG(false, "no kernel family reads " << env_var);
+}
+
+std::string_view isa_widest(const IsaFamily& f) {
+  for (std::string_view isa : f.isas)
+    if (isa_unsupported_reason(f, std::string(isa)).empty()) return isa;
+  return "portable";
+}
+
+std::string isa_choice(const IsaFamily& f) {
+  if (const char* force = std::getenv(f.env_var); force && *force) {
+    const std::string why = isa_unsupported_reason(f, force);
+    HDDP_CHECK_ARG(why.empty(), f.env_var << "=" << force << ": " << why << "; unset it to use the best " << f.what
+                                          << " this CPU has");
     return force;
   }
-  return cpu_has_avx512() ? "avx512" : cpu_has_avx2_fma() ? "avx2" : "portable";
+  return std::string(isa_widest(f));
 }
 
 }  // namespace hddp::detail

@@ -1,9 +1,18 @@
 #pragma once
-// Which instruction sets this CPU (and OS) can execute, and the one rule that picks a kernel set
-// for the GEMM micro-kernels (HDDP_GEMM_KERNEL) and the element-wise loops
-// (HDDP_ELEMENTWISE_KERNEL): the variable's value where it is set, else the widest the CPU has.
-// The names: avx512 (AVX-512F, ZMM state enabled, and AVX2+FMA), avx2 (AVX2+FMA), portable.
+// Which instruction sets this CPU (and OS) can execute, and the one rule that picks a kernel
+// family's set: the family's variable where it is set, else the widest set the CPU has.
+//   family        variable                 sets, widest first
+//   gemm          HDDP_GEMM_KERNEL         avx512, avx2, portable  (between the two: gemm/gemm_config.h)
+//   gemm_bf16     HDDP_GEMM_BF16_KERNEL    amx, avx512bf16, portable
+//   conv          HDDP_CONV_KERNEL         avx512, avx2, portable
+//   elementwise   HDDP_ELEMENTWISE_KERNEL  avx512, avx2, portable
+// The sets: avx512 (AVX-512F, ZMM state enabled, and AVX2+FMA), avx2 (AVX2+FMA), avx512bf16
+// (AVX512_BF16), amx (AMX-BF16, the tile state granted by Linux), portable (plain C++).
+// Each family's sets are an IsaTable below, one getter <family>_kernels_<isa>() per set, each
+// defined in the family's file for that set (<family>/<family>_<isa>.cpp, the only file built
+// with the set's flags).
 #include <string>
+#include <string_view>
 
 namespace hddp::detail {
 
@@ -27,12 +36,44 @@ struct CpuModel {
 };
 CpuModel cpu_model();
 
-// Why the set `name` cannot run here ("" when it can); an unknown name throws
-// std::invalid_argument naming `env_var` and the valid names.
-std::string isa_unsupported_reason(const std::string& name, const char* env_var);
+// A kernel family as the choice sees it: the variable that forces a set, and its sets.
+struct IsaFamily {
+  const char* env_var;
+  const char* what;            // "kernel", "bf16 kernel": the messages' word for a set
+  std::string_view isas[3];    // widest first
+};
+inline constexpr IsaFamily kGemmIsa{"HDDP_GEMM_KERNEL", "kernel", {"avx512", "avx2", "portable"}};
+inline constexpr IsaFamily kGemmBf16Isa{"HDDP_GEMM_BF16_KERNEL", "bf16 kernel", {"amx", "avx512bf16", "portable"}};
+inline constexpr IsaFamily kConvIsa{"HDDP_CONV_KERNEL", "kernel", {"avx512", "avx2", "portable"}};
+inline constexpr IsaFamily kElementwiseIsa{"HDDP_ELEMENTWISE_KERNEL", "kernel", {"avx512", "avx2", "portable"}};
 
-// The set to use: env_var's value if set and non-empty (throws std::invalid_argument, with what
-// to do, where this CPU cannot run it), else the widest the CPU supports.
-std::string isa_choice(const char* env_var);
+// Why the family's set `name` cannot run here ("" when it can); a name the family does not have
+// throws std::invalid_argument naming the variable and the valid names.
+std::string isa_unsupported_reason(const IsaFamily& f, const std::string& name);
+// The same for the family whose variable is env_var (one of the four above).
+std::string isa_unsupported_reason(const std::string& name, const char* env_var);
+// The widest set of the family this CPU runs.
+std::string_view isa_widest(const IsaFamily& f);
+// The set to use: the family's variable if set and non-empty (throws std::invalid_argument, with
+// what to do, where this CPU cannot run it), else isa_widest.
+std::string isa_choice(const IsaFamily& f);
+
+// A family's sets, one getter per set in its IsaFamily's order (call a getter only where this
+// CPU runs its set). K: the family's kernel set type (Kernels, Bf16Kernels, ConvKernels, EltKernels).
+template <class K>
+struct IsaTable {
+  const IsaFamily& family;
+  const K& (*get[3])();
+
+  // The set `name` if this CPU can execute it, else nullptr; throws on a name the family lacks.
+  const K* find(const std::string& name) const {
+    if (!isa_unsupported_reason(family, name).empty()) return nullptr;
+    for (int i = 0; i < 3; ++i)
+      if (family.isas[i] == name) return &get[i]();
+    return nullptr;
+  }
+  // The set isa_choice picks.
+  const K& chosen() const { return *find(isa_choice(family)); }
+};
 
 }  // namespace hddp::detail

@@ -1,7 +1,7 @@
 #pragma once
 // Element-wise kernels of the layers and optimizers, over plain buffers. Each runs the loop of
-// the kernel set chosen for this CPU (elementwise_isa.h: AVX-512, AVX2 or portable, like the
-// GEMM micro-kernels; HDDP_ELEMENTWISE_KERNEL forces one). OpenMP splits them only above
+// the kernel set chosen for this CPU (AVX-512, AVX2 or portable, like the GEMM micro-kernels;
+// HDDP_ELEMENTWISE_KERNEL forces one; elementwise/ holds the loops). OpenMP splits them only above
 // kParallelMin units of work (below that a parallel region costs more than it saves). Every
 // result is independent of the thread count, and of the kernel set except the last bit of the
 // tanh of doubles.

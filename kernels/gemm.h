@@ -33,7 +33,7 @@ GemmBackend parse_gemm_backend(const std::string& name);  // throws std::invalid
 const char* to_string(GemmBackend b);
 
 // Name of the micro-kernel set the Blocked backend runs for float ("avx512", "avx2" or
-// "portable"), as chosen for this CPU (kernels/gemm_config.h: env HDDP_GEMM_KERNEL forces
+// "portable"), as chosen for this CPU (kernels/gemm/gemm_config.h: env HDDP_GEMM_KERNEL forces
 // one, else the wisdom file gemm_tune wrote, else the built-in table; unknown or unsupported
 // names and malformed wisdom throw std::invalid_argument).
 const char* gemm_kernel_name();

@@ -20,7 +20,7 @@ BUILD=(
   libgtest-dev libgmock-dev libbenchmark-dev   # the tree configures its tests and benchmarks too
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   nlohmann-json3-dev libcli11-dev
-  libsleef-dev   # kernels/elementwise_*.cpp: vector tanh at each instruction set's width
+  libsleef-dev   # kernels/elementwise/elementwise_*.cpp: vector tanh at each instruction set's width
   zlib1g-dev     # data/idx.cpp: gzip'd IDX files
   libcsv-dev     # data/csv.cpp: the CSV parser
 )

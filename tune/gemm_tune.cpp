@@ -31,8 +31,8 @@
 #include <hddp/core/util.h>
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/gemm.h>
-#include <hddp/kernels/gemm_config.h>
-#include <hddp/kernels/gemm_ukernel.h>
+#include <hddp/kernels/gemm/gemm_config.h>
+#include <hddp/kernels/gemm/gemm_ukernel.h>
 
 namespace {
 

@@ -17,7 +17,7 @@ inc=$WORK/prefix/include/hddp
 for h in kernels/gemm.h core/model.h core/layer.h data/csv.h distributed/reducer.h train/run_file.h train/stop_guard.h; do
   [ -f "$inc/$h" ] || fail "public header $h not installed"
 done
-for h in core/util.h kernels/cpu_isa.h kernels/gemm_backends.h kernels/gemm_blocking.h distributed/nbc_algorithm.h \
+for h in core/util.h kernels/cpu_isa.h kernels/gemm/gemm_backends.h kernels/gemm/gemm_blocking.h distributed/nbc_algorithm.h \
          distributed/reduction_op.h distributed/step_replay.h; do
   [ ! -e "$inc/$h" ] || fail "internal header $h installed"
 done

@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <hddp/kernels/gemm.h>
-#include <hddp/kernels/gemm_backends.h>
-#include <hddp/kernels/gemm_ukernel.h>
+#include <hddp/kernels/gemm/gemm_backends.h>
+#include <hddp/kernels/gemm/gemm_ukernel.h>
 
 namespace hddp::test {
 

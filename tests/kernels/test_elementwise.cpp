@@ -16,7 +16,7 @@
 
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/elementwise.h>
-#include <hddp/kernels/elementwise_isa.h>
+#include <hddp/kernels/elementwise/elementwise_ukernel.h>
 
 using namespace hddp;
 
@@ -250,7 +250,7 @@ TYPED_TEST(Elementwise, TanhSpecialValues) {
 // (SLEEF's, per width), at sizes around each vector width.
 TYPED_TEST(Elementwise, EverySetGivesThePortableBits) {
   using T = TypeParam;
-  const detail::EltLoops<T>& ref = detail::loops<T>(detail::portable_elementwise());
+  const detail::EltLoops<T>& ref = detail::loops<T>(detail::elementwise_kernels_portable());
   for (const char* name : {"avx2", "avx512"}) {
     const detail::EltKernels* k = detail::elementwise_by_name(name);
     if (!k) continue;  // this CPU cannot run it: nothing to compare

@@ -17,9 +17,9 @@
 #include "gemm_oracle.h"
 #include "bench/cnn_gemm_shapes.h"
 #include <hddp/kernels/gemm.h>
-#include <hddp/kernels/gemm_config.h>
-#include <hddp/kernels/gemm_backends.h>
-#include <hddp/kernels/gemm_ukernel.h>
+#include <hddp/kernels/gemm/gemm_config.h>
+#include <hddp/kernels/gemm/gemm_backends.h>
+#include <hddp/kernels/gemm/gemm_ukernel.h>
 
 using namespace hddp;
 using hddp::test::GemmCase;

@@ -21,9 +21,9 @@
 
 #include <hddp/kernels/bf16.h>
 #include <hddp/kernels/cpu_isa.h>
-#include <hddp/kernels/elementwise_isa.h>
+#include <hddp/kernels/elementwise/elementwise_ukernel.h>
 #include <hddp/kernels/gemm_bf16.h>
-#include <hddp/kernels/gemm_bf16_ukernel.h>
+#include <hddp/kernels/gemm_bf16/gemm_bf16_ukernel.h>
 
 using namespace hddp;
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <hddp/kernels/gemm_blocking.h>
-#include <hddp/kernels/gemm_config.h>
+#include <hddp/kernels/gemm/gemm_blocking.h>
+#include <hddp/kernels/gemm/gemm_config.h>
 
 using namespace hddp::detail;
 

@@ -5,9 +5,9 @@
 #include <cstdlib>
 
 #include <hddp/kernels/gemm.h>
-#include <hddp/kernels/gemm_backends.h>
-#include <hddp/kernels/gemm_config.h>
-#include <hddp/kernels/gemm_ukernel.h>
+#include <hddp/kernels/gemm/gemm_backends.h>
+#include <hddp/kernels/gemm/gemm_config.h>
+#include <hddp/kernels/gemm/gemm_ukernel.h>
 
 TEST(GemmEnv, UnknownBackendIsAnError) {
   ASSERT_EQ(0, setenv("HDDP_GEMM", "cublas", 1));

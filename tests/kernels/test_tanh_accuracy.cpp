@@ -22,7 +22,7 @@
 
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/elementwise.h>
-#include <hddp/kernels/elementwise_isa.h>
+#include <hddp/kernels/elementwise/elementwise_ukernel.h>
 
 using namespace hddp;
 

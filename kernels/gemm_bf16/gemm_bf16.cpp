@@ -1,0 +1,196 @@
+// gemm_bf16 (gemm_bf16.h): the loops around the micro-kernels of gemm_bf16_ukernel.h, a C++
+// model of the AMX tile unit, and the choice of a set.
+//
+// The loops are gemm_blocked's, with A and B rounded to bf16 as they are packed:
+//   loop 5  jc over N by NC
+//   loop 4  pc over K by KC        pack B (kc x nc) into NR-column pair panels, threads split the panels
+//   loop 3  ic over M by MC        tasks (an M block x a group of B panels), one per thread:
+//                                  pack A (mc x kc) into MR-row panels (each task its own copy)
+//   loop 2  jr over the group's B panels
+//   loop 1  ir over A's panels     micro-kernel on an MR x NR tile of C
+// Each element of C is summed by one task, in k order: the same bits for any thread count.
+#include <hddp/kernels/gemm_bf16.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <hddp/kernels/check.h>
+#include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/gemm_bf16/gemm_bf16_ukernel.h>
+#include <hddp/kernels/gemm/gemm_common.h>
+
+namespace hddp::detail {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Below this many flops the product runs on one thread (a team costs more than it saves).
+constexpr int64_t kParallelFlops = int64_t(1) << 22;
+
+}  // namespace
+
+template <class S>
+void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+                    const S* A, int64_t lda, const S* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (gemm_prologue(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+  const Bf16Blocking& bl = k.blocking;
+  const PackFn<S> pack_a = std::is_same_v<S, float> ? PackFn<S>(k.pack_a_f) : PackFn<S>(k.pack_a_h);
+  const PackFn<S> pack_b = std::is_same_v<S, float> ? PackFn<S>(k.pack_b_f) : PackFn<S>(k.pack_b_h);
+  const Strides as = a_strides(ta, lda), bs = b_strides(tb, ldb);
+  const int64_t kpad_max = ceil_div(std::min(K, bl.KC), bl.KU) * bl.KU;
+  const int64_t nc_max = ceil_div(std::min(N, bl.NC), bl.NR) * bl.NR;
+  std::vector<uint16_t> bpack(size_t(nc_max * kpad_max));
+  const int threads = 2 * M * N * K >= kParallelFlops ? omp_get_max_threads() : 1;
+
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<uint16_t> apack(size_t(ceil_div(std::min(M, bl.MC), bl.MR) * bl.MR * kpad_max));
+    std::vector<float> edge(size_t(bl.MR * bl.NR));
+    const int64_t nthreads = omp_get_num_threads();
+    for (int64_t jc = 0; jc < N; jc += bl.NC) {  // loop 5
+      const int64_t nc = std::min(bl.NC, N - jc), npanels = ceil_div(nc, bl.NR);
+      for (int64_t pc = 0; pc < K; pc += bl.KC) {  // loop 4
+        const int64_t kc = std::min(bl.KC, K - pc), kpad = ceil_div(kc, bl.KU) * bl.KU;
+#pragma omp for schedule(static)
+        for (int64_t jp = 0; jp < npanels; ++jp)
+          pack_b(B + (jc + jp * bl.NR) * bs.rs + pc * bs.cs, bs.rs, bs.cs, std::min(bl.NR, nc - jp * bl.NR), bl.NR,
+                 kc, kpad, bpack.data() + jp * bl.NR * kpad);
+        const float bet = pc == 0 ? beta : 1.0f;
+        const int64_t mblocks = ceil_div(M, bl.MC);
+        const int64_t groups = std::min(npanels, ceil_div(nthreads, mblocks));
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < mblocks * groups; ++task) {  // loop 3
+          const int64_t ic = task / groups * bl.MC, g = task % groups;
+          const int64_t mc = std::min(bl.MC, M - ic), mpanels = ceil_div(mc, bl.MR);
+          for (int64_t ip = 0; ip < mpanels; ++ip)
+            pack_a(A + (ic + ip * bl.MR) * as.rs + pc * as.cs, as.rs, as.cs, std::min(bl.MR, mc - ip * bl.MR), bl.MR,
+                   kc, kpad, apack.data() + ip * bl.MR * kpad);
+          for (int64_t jp = g * npanels / groups; jp < (g + 1) * npanels / groups; ++jp) {  // loop 2
+            const uint16_t* b = bpack.data() + jp * bl.NR * kpad;
+            const int64_t n = std::min(bl.NR, nc - jp * bl.NR);
+            for (int64_t ip = 0; ip < mpanels; ++ip) {  // loop 1
+              const uint16_t* a = apack.data() + ip * bl.MR * kpad;
+              const int64_t m = std::min(bl.MR, mc - ip * bl.MR);
+              float* c = C + (ic + ip * bl.MR) * ldc + jc + jp * bl.NR;
+              if (m == bl.MR && n == bl.NR) {
+                k.ukernel(kpad, a, b, alpha, bet, c, ldc);
+                continue;
+              }
+              k.ukernel(kpad, a, b, 1.0f, 0.0f, edge.data(), bl.NR);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                  const float s = alpha * edge[size_t(i * bl.NR + j)];
+                  c[i * ldc + j] = bet == 0.0f ? s : s + bet * c[i * ldc + j];
+                }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// A plain C++ model of the eight AMX tile registers (16 rows x 64 bytes each) and the four
+// operations the tile program uses; the products and sums as tdpbf16ps defines them per
+// element (the pair's two products added to the accumulator in order).
+struct ModelOps {
+  struct Tile {
+    uint8_t row[16][64];
+  };
+  static Tile* tiles() {
+    thread_local Tile t[8];
+    return t;
+  }
+  static void load(int t, const void* p, int64_t stride) {
+    for (int r = 0; r < 16; ++r) std::memcpy(tiles()[t].row[r], static_cast<const uint8_t*>(p) + r * stride, 64);
+  }
+  static void store(int t, void* p, int64_t stride) {
+    for (int r = 0; r < 16; ++r) std::memcpy(static_cast<uint8_t*>(p) + r * stride, tiles()[t].row[r], 64);
+  }
+  static void zero_acc() { std::memset(tiles(), 0, 4 * sizeof(Tile)); }
+  static void load_a(const uint16_t* a0, const uint16_t* a1, int64_t s) { load(4, a0, s), load(5, a1, s); }
+  static void load_b(const uint16_t* b0, const uint16_t* b1, int64_t s) { load(6, b0, s), load(7, b1, s); }
+  static void dpbf16(int c, int a, int b) {
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 16; ++n) {
+        float acc;
+        std::memcpy(&acc, tiles()[c].row[m] + 4 * n, 4);
+        for (int kp = 0; kp < 16; ++kp)
+          for (int e = 0; e < 2; ++e) {
+            uint16_t x, y;
+            std::memcpy(&x, tiles()[a].row[m] + 4 * kp + 2 * e, 2);
+            std::memcpy(&y, tiles()[b].row[kp] + 4 * n + 2 * e, 2);
+            acc += bf16_value(x) * bf16_value(y);
+          }
+        std::memcpy(tiles()[c].row[m] + 4 * n, &acc, 4);
+      }
+  }
+  static void dot() { dpbf16(0, 4, 6), dpbf16(1, 4, 7), dpbf16(2, 5, 6), dpbf16(3, 5, 7); }
+  static void store_acc(float* c0, float* c1, float* c2, float* c3, int64_t s) {
+    store(0, c0, s), store(1, c1, s), store(2, c2, s), store(3, c3, s);
+  }
+};
+
+void model_ukernel(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c, int64_t ldc) {
+  float out[32 * 32];
+  amx_tile_program<ModelOps>(kpad, a, b, out);
+  amx_store_tile(out, alpha, beta, c, ldc);
+}
+
+constexpr IsaTable<Bf16Kernels> kBf16Sets{
+    kGemmBf16Isa, {gemm_bf16_kernels_amx, gemm_bf16_kernels_avx512bf16, gemm_bf16_kernels_portable}};
+
+const Bf16Kernels& chosen_kernels() {
+  static const Bf16Kernels& k = kBf16Sets.chosen();
+  return k;
+}
+
+template <class S>
+void dispatch(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const S* A, int64_t lda, const S* B,
+              int64_t ldb, float beta, float* C, int64_t ldc) {
+  const Bf16Kernels& k = chosen_kernels();
+  if (k.ukernel) gemm_bf16_with(k, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else gemm_bf16_portable(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace
+
+const Bf16Kernels& amx_model_kernels() {
+  static const Bf16Kernels k{"amx-model",          kBf16Amx,         model_ukernel,
+                             pack_rows32<float>, pack_pairs<float>, pack_rows32<uint16_t>, pack_pairs<uint16_t>};
+  return k;
+}
+
+template void gemm_bf16_with<float>(const Bf16Kernels&, Trans, Trans, int64_t, int64_t, int64_t, float, const float*,
+                                    int64_t, const float*, int64_t, float, float*, int64_t);
+template void gemm_bf16_with<uint16_t>(const Bf16Kernels&, Trans, Trans, int64_t, int64_t, int64_t, float,
+                                       const uint16_t*, int64_t, const uint16_t*, int64_t, float, float*, int64_t);
+
+}  // namespace hddp::detail
+
+namespace hddp {
+
+void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
+               const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  detail::dispatch(ta, tb, M, N, K, alpha, reinterpret_cast<const uint16_t*>(A), lda,
+                   reinterpret_cast<const uint16_t*>(B), ldb, beta, C, ldc);
+}
+
+void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  detail::dispatch(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+const char* gemm_bf16_kernel_name() { return detail::chosen_kernels().name; }
+
+std::string gemm_bf16_unsupported_reason(const std::string& name) {
+  return detail::isa_unsupported_reason(detail::kGemmBf16Isa, name);
+}
+
+}  // namespace hddp
