@@ -1,5 +1,5 @@
 // GEMM micro-benchmarks: hddp's blocked GEMM as configured for this CPU (column "hddp": the
-// wisdom file or the built-in table, kernels/gemm_config.h), once per micro-kernel set with its
+// wisdom file or the built-in table, kernels/gemm/gemm_config.h), once per micro-kernel set with its
 // built-in blocking ("hddp-avx512", "hddp-avx2"), against the anchors (bench/gemm_anchors.h:
 // OpenBLAS with whatever kernel OPENBLAS_CORETYPE or its detection chose, BLIS) and the naive
 // twin up to 512^3. Every backend's result is checked against a double-precision oracle before

@@ -3,7 +3,7 @@
 // coll_libnbc_iallreduce_algorithm, read and written through MPI_T: 0 = libnbc's own choice
 // (the binomial tree for every in-place call and below 4 ranks: rank 0 receives and sums
 // everything, then sends the result back), 1 ring, 2 binomial, 3 rabenseifner (reduce-scatter +
-// allgather), 4 recursive doubling. bench/RESULTS.md, "Allreduce and overlap", measures them.
+// allgather), 4 recursive doubling. bench/results/allreduce.md measures them.
 //
 // One RAII guard, used by the reducer (around each bucket's launch) and the allreduce
 // benchmark (for a whole benchmark): MPI_T is initialised for the guard's lifetime and the

@@ -1,9 +1,9 @@
 // gemm_tune: measures which micro-kernel set and which MC/KC/NC run hddp's GEMM fastest on this
-// CPU and stores the choice in the wisdom file the library reads (kernels/gemm_config.h),
+// CPU and stores the choice in the wisdom file the library reads (kernels/gemm/gemm_config.h),
 // under this CPU's model; entries of other CPUs in the file are kept. ATLAS's install-time
 // search and FFTW's wisdom are the models.
 //
-// The search, per precision, per set this CPU runs and per shape class (kernels/gemm_blocking.h:
+// The search, per precision, per set this CPU runs and per shape class (kernels/gemm/gemm_blocking.h:
 // general, scored on a square and a training step's products; narrow, thin and long_k, on a
 // CNN's convolution and Linear products): coordinate descent from the set's built-in tile, first over
 // the set's other micro-tiles, then KC, MC, NC, then KC again. A candidate replaces the
@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
   Options opt;
   CLI::App app{"gemm_tune: measure the fastest GEMM micro-kernel set, micro-tile and MC/KC/NC blocking on this CPU,\n"
                "per shape class (general; narrow, thin, long_k: a CNN's products), and store them in the wisdom file\n"
-               "hddp's GEMM reads (kernels/gemm_config.h).\n"
+               "hddp's GEMM reads (kernels/gemm/gemm_config.h).\n"
                "Threads: OMP_NUM_THREADS (tune with the count your jobs use). A few minutes."};
   app.add_option("--out", opt.out, "wisdom file to write (default: the one the library reads, " +
                                        (hddp::gemm_wisdom_path().empty() ? std::string("none here") : hddp::gemm_wisdom_path()) + ")")

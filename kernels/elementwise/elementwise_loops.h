@@ -26,7 +26,7 @@ namespace {
 // over every float (tests/kernels/test_tanh_accuracy.cpp; SLEEF's tanhf is 1.0 ulp, glibc's
 // 2.19), the same bits in every set (plain IEEE operations, no FMA contraction, vectorised by
 // the compiler at the set's width: no library call, no table, no branch), about 1.5-2x the
-// speed of SLEEF's tanhf here (bench/RESULTS.md).
+// speed of SLEEF's tanhf here (bench/results/step.md, "Element-wise loops per kernel set").
 //   t = min(|x|, 9.1)            (tanh rounds to 1 in float beyond 9.01; NaN passes through)
 //   u = expm1(2t / 32)           (Taylor to degree 7 on [0, 0.57])
 //   u = u (u + 2), five times    (expm1(2a) = expm1(a) (expm1(a) + 2): u = expm1(2t))

@@ -8,7 +8,7 @@
 //   NC      : columns of the packed B panel; KC x NC lives in L3.
 // Rules when retuning for another CPU: KC*NR*sizeof(T) around half of L1d, MC*KC*sizeof(T)
 // a third to half of L2, MC a multiple of MR, NC a multiple of NR; then sweep MC and KC with
-// `bench_gemm --benchmark_filter=hddp/s/NN/1024` (bench/RESULTS.md, "GEMM blocking").
+// `bench_gemm --benchmark_filter=hddp/s/NN/1024` (bench/results/gemm.md, "GEMM blocking").
 #include <cstdint>
 
 namespace hddp::detail {
@@ -62,8 +62,8 @@ inline constexpr ClassBlocking kAvx2DoubleClasses{kAvx2Double, kAvx2Double, kAvx
 // accumulators, as many for a row of B, 1 for the broadcast. General: BLIS's skx kernels use the
 // same budget (24-28 accumulators); swept on a Zen5 EPYC (L1d 48 KiB, L2 1 MiB) over MR x NR in
 // {14x32, 12x32, 8x48, 6x64} and MC/KC: float 12x32 with KC*NR = 32 KiB, MC*KC = 192 KiB led at
-// 1024^3 and 2048^3 (bench/RESULTS.md, "GEMM blocking").
-// The other classes, measured on the same Zen 5 against the other tiles, 1 thread (bench/RESULTS.md,
+// 1024^3 and 2048^3 (bench/results/gemm.md, "GEMM blocking").
+// The other classes, measured on the same Zen 5 against the other tiles, 1 thread (bench/results/gemm.md,
 // "GEMM on the convolution's shapes"): narrow keeps 12x32 (12544 x 64 x 288 NT: 3-13 % ahead of
 // 8x32); where M <= 128, MR = 8 divides the CNN's 32/64/128 rows that 12 pads (64 to 72): long_k
 // 8x32 (N = 128 in whole registers; 16 accumulators still cover the FMA latency, 4 cycles x 2
@@ -139,7 +139,7 @@ struct CpuChoice {
 
 // Sapphire and Emerald Rapids (L1d 48 KiB, L2 2 MiB): gemm_tune on an Emerald Rapids (model 207,
 // 1 thread) chose a deeper KC and a larger MC for the general class; the GEMM table then measured
-// +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/RESULTS.md, "GEMM"). Their other
+// +3-9 % over the AVX-512 defaults at 1024^3-2048^3 (bench/results/gemm.md). Their other
 // classes: the AVX-512 set's own rows (not measured on these CPUs).
 inline constexpr ClassBlocking kIntelAvx512Float{{12, 32, 288, 512, 2048}, kAvx512FloatClasses.narrow,
                                                   kAvx512FloatClasses.thin, kAvx512FloatClasses.long_k};
@@ -148,7 +148,7 @@ inline constexpr ClassBlocking kIntelAvx512Double{{14, 16, 224, 512, 8192}, kAvx
 
 inline constexpr CpuChoice kCpuChoices[] = {
     // Zen 4 runs 512-bit operations at the 256-bit rate: the AVX2 kernel led at the training
-    // step's thin shapes (256,4096,4096) NT 83 vs 75 GFLOP/s, TN 78 vs 72 (RESULTS.md, "GEMM on the step's thin shapes").
+    // step's thin shapes (256,4096,4096) NT 83 vs 75 GFLOP/s, TN 78 vs 72 (bench/results/gemm.md, "The tuner on this CPU").
     {"AuthenticAMD", 25, 0x10, 0x1f, "avx2", kAvx2FloatClasses, "avx2", kAvx2DoubleClasses,
      "Zen 4 (EPYC 9004): AVX2 kernel, measured ahead at thin shapes"},
     {"AuthenticAMD", 25, 0x60, 0x7f, "avx2", kAvx2FloatClasses, "avx2", kAvx2DoubleClasses,

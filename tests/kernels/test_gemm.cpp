@@ -80,7 +80,7 @@ using Types = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(GemmTyped, Types);
 
 // One dimension at a time swept over the edge sizes, the other two fixed at awkward values,
-// once per shape class (kernels/gemm_blocking.h): long_k (M and N <= 128), narrow (N <= 128),
+// once per shape class (kernels/gemm/gemm_blocking.h): long_k (M and N <= 128), narrow (N <= 128),
 // thin (M or K <= 128), general (all above 128); sizes that would leave the class are left out.
 // Leading dimensions tight or padded (seed % 3), so B and A are read in place or packed
 // (gemm_blocked.cpp).

@@ -1,4 +1,4 @@
-// The per-CPU choice of GEMM kernel set and blocking (kernels/gemm_config.h): the built-in
+// The per-CPU choice of GEMM kernel set and blocking (kernels/gemm/gemm_config.h): the built-in
 // table's rows (each class's tile one the set has), the shape classes, the order
 // HDDP_GEMM_KERNEL > wisdom > table > widest, the classes' wisdom entries (and files without
 // them), wisdom entries of other CPUs ignored, and malformed wisdom refused with a message naming
