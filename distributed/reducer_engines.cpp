@@ -78,8 +78,8 @@ void BlockingEngine::finish() {
 // ---- InFlight: the overlapped engines' buckets ---------------------------------------------
 
 void InFlight::start(size_t b) {
-  if (b == 0) last_test_ = Clock::now();
   work_.start(b, &requests_[b]);
+  if (b == 0) last_test_ = work_.started(0);
 }
 
 void InFlight::start_ready(int64_t from) {

@@ -54,6 +54,7 @@ class BucketWork {
   void allreduce(size_t b);
   // Waits for a started bucket: the watchdog's wait with its deadline, else MPI_Wait.
   void wait(size_t b, MPI_Request* req);
+  Clock::time_point started(size_t b) const { return started_[b]; }  // this step's start or allreduce
   // Bucket b is reduced: the step's last completion, the trace.
   void done(size_t b);
   // Time the compute thread spent in reducer MPI calls during backward.
