@@ -1,6 +1,6 @@
 #pragma once
-// Data-parallel glue: a Sequential model whose backward feeds a Reducer. The sharding of a
-// global batch over ranks (shard_of) is in data/sampler.h.
+// Data-parallel glue: a model whose backward feeds a Reducer. The sharding of a global batch
+// over ranks (shard_of) is in data/sampler.h.
 #include <mpi.h>
 
 #include <memory>
@@ -54,10 +54,8 @@ class DistributedModel {
 
  private:
   void grads_ready_from(int64_t from);  // the model's backward hook
-  void start_step();
 
   Module<float>& model_;
-  Sequential<float>* sequential_;  // model_ when it is one, else null
   float* grads_;                   // the arena's gradients (read without arena(), which would
   int64_t n_;                      // clear a Sequential's pending zero_grad)
   std::unique_ptr<Reducer> reducer_;

@@ -13,7 +13,7 @@
 //
 // Modes (ReduceMode): Open MPI's nonblocking collectives advance only inside MPI calls
 // (Debian's Open MPI 4.1 has no asynchronous progress for them), so each overlapped
-// mode is a progress engine (reducer.cpp) that makes those calls:
+// mode is a progress engine (reducer_engines.h, one class per mode) that makes those calls:
 //   Blocking - no overlap: finish() runs one blocking MPI_Allreduce per bucket, in order.
 //   Test     - MPI_Test from the compute thread: between layers, and from inside long GEMMs
 //              through the kernels' progress hook (kernels/progress.h), at most once per poll
@@ -37,27 +37,28 @@
 //   spread of the rounds): there the kernel's TCP work takes the rank's one core whether the
 //   transfer overlaps backward or follows it. Test mode stays the default: Thread was never
 //   faster by more than the spread, and a poll interval of 200 us instead of 50 changed nothing.
-// Averaging: each bucket is summed by MPI, then multiplied by 1/P once complete. The sum is
-// the same on every rank, so parameters stay bitwise identical across ranks. With 2 ranks the
-// reduction op itself averages, (a + b) * 0.5 - bitwise the same result, without the extra
-// pass over the gradients, which cost 10-30 % of the allreduce on a 2-core machine.
+// Averaging: each bucket is summed by MPI; once every bucket is complete the gradients are
+// multiplied by 1/P. The sum is the same on every rank, so parameters stay bitwise identical
+// across ranks. With 2 ranks the reduction op itself averages, (a + b) * 0.5 - bitwise the same
+// result, without the extra pass over the gradients, which cost 10-30 % of the allreduce on a
+// 2-core machine. How a bucket travels (float, or bf16) is the reducer's Wire (reducer_wire.h).
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <hddp/core/trace.h>
 #include <hddp/distributed/buckets.h>
 #include <hddp/distributed/watchdog.h>
-#include <hddp/kernels/bf16.h>
 
 namespace hddp {
 
-class NbcAlgorithm;  // libnbc's algorithm, set through MPI_T (nbc_algorithm.h, internal)
+class Wire;          // how the buckets travel (reducer_wire.h, internal)
+class BucketWork;    // each bucket's MPI call, as the engines see it (reducer_engines.h, internal)
+class ReduceEngine;  // one per mode (reducer_engines.h, internal)
 
 enum class ReduceMode { Blocking, Test, Thread };
 inline constexpr ReduceMode kReduceModes[] = {ReduceMode::Blocking, ReduceMode::Test, ReduceMode::Thread};
@@ -146,48 +147,20 @@ class Reducer {
   ReduceMode mode() const { return opt_.mode; }
   int size() const { return size_; }
 
-  class Engine;  // one per mode (reducer.cpp): how buckets are launched, progressed, finished
-
  private:
   using Clock = std::chrono::steady_clock;
-  struct InFlight {  // one bucket's collective in this step
-    MPI_Request request = MPI_REQUEST_NULL;
-    bool done = false;
-    Clock::time_point launched;
-  };
-  struct Step {  // this step's progress and timings
-    bool active = false;
-    size_t next = 0, completed = 0;  // buckets launched / complete, in order
-    Clock::time_point first_launch, last_complete, last_poll;
-    double blocked_s = 0;  // time inside reducer MPI calls during backward
-  };
-  friend class BlockingEngine;
-  friend class TestEngine;
-  friend class ThreadEngine;
-  void launch(size_t b);    // these four: caller holds mu_
-  void test_in_flight();
-  void wait(size_t b);      // through the watchdog when there is one
-  void complete(size_t b);
   void record_times(Clock::time_point t0, Clock::time_point t1);
-  bool watched() const { return opt_.watchdog && opt_.watchdog->enabled(); }
 
-  MPI_Comm comm_;
   int size_ = 1;
-  float* grads_;
-  int64_t n_;
   ReducerOptions opt_;
   Trace* trace_;
   std::vector<Bucket> buckets_;
-  std::vector<InFlight> flight_;  // one per bucket
-  Step step_;
   bool no_sync_ = false;
+  bool active_ = false;  // between begin_step() and finish()
   ReducerStats stats_;
-  MPI_Op op_ = MPI_SUM;                // 2 ranks: an op that averages (see "Averaging" above)
-  std::vector<bf16> wire_;             // bf16_wire: the buckets as sent and summed
-  MPI_Op wire_op_ = MPI_SUM;           // bf16_wire: the bf16 sum
-  std::unique_ptr<NbcAlgorithm> nbc_;  // when the reducer sets libnbc's algorithm
-  std::mutex mu_;  // guards all of the above during a step in Thread mode, and every MPI call
-  std::unique_ptr<Engine> engine_;     // the mode's; last: destroyed first
+  std::unique_ptr<Wire> wire_;
+  std::unique_ptr<BucketWork> work_;
+  std::unique_ptr<ReduceEngine> engine_;  // the mode's; last: destroyed first (joins the progress thread)
 };
 
 }  // namespace hddp

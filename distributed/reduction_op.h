@@ -1,7 +1,7 @@
 #pragma once
 // The reducer's MPI reduction op, internal (not installed): the reducer and the benchmarks that
-// time the calls it makes share it. With 2 ranks the op averages (see reducer.cpp); otherwise
-// it is MPI_SUM and the reducer scales by 1/P once a bucket is complete.
+// time the calls it makes share it. With 2 ranks the op averages (see reducer_wire.cpp);
+// otherwise it is MPI_SUM and the reducer scales by 1/P once every bucket is complete.
 #include <mpi.h>
 
 namespace hddp {

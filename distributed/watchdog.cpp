@@ -49,12 +49,12 @@ void reply(MPI_Comm comm, int to, const RankPosition& mine) {
   HDDP_MPI(MPI_Request_free(&r));
 }
 
-}  // namespace
-
 // "at epoch 3", or "at start-up" before the driver names an epoch (a resume's broadcast).
 std::string when(int64_t epoch) {
   return epoch >= 1 ? fmt("at epoch %lld", static_cast<long long>(epoch)) : std::string("at start-up");
 }
+
+}  // namespace
 
 std::string stall_report(int me, const std::vector<char>& answered, const std::vector<RankPosition>& where,
                          const std::vector<std::string>& node, double timeout_s, double grace_s) {

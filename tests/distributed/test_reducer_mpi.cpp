@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include <hddp/data/sampler.h>
 #include <hddp/distributed/ddp.h>
 #include <hddp/distributed/mpi_env.h>
+#include <hddp/distributed/reducer_wire.h>
 #include <hddp/kernels/bf16.h>
 #include "tests/distributed/mpi_testing.h"
 #include "tests/common/mse.h"
@@ -163,8 +165,8 @@ TEST(Reducer, OverlappedEqualsBlocking) {
 
 // no_sync: two half-batch backward passes accumulate locally; the second (synchronised) one
 // reduces the sum. With each half's loss scaled by 1/2 that equals one full-batch step.
-// Every mode: with a progress thread the unsynchronised step's end must be seen by it
-// (under the reducer's mutex) before the next step begins.
+// Every mode: the unsynchronised step never reaches the mode's engine, which must then reduce the
+// next step from its first bucket.
 TEST(Reducer, NoSyncAccumulationEqualsFullBatch) {
   const int rank = world_rank(), size = world_size();
   const Batch batch = global_batch(24 * size, 11);  // each rank: 24 rows, two halves of 12
@@ -334,6 +336,34 @@ TEST(Reducer, Bf16WireHalvesTheBytesAndStaysClose) {
       if (world_size() > 1) EXPECT_GT(differ, 0) << "no gradient was rounded: did bf16 travel?";
       else EXPECT_EQ(differ, 0) << "one rank: nothing travels, nothing is rounded";
     }
+}
+
+// The wire the engines send through: float reduces the arena in place (with 2 ranks an op that
+// averages, else MPI_SUM), bf16 a rounded copy at half the bytes; once every bucket is reduced,
+// unpack() leaves the mean over the ranks in the arena. The values and every partial sum are
+// exact in bf16, so each rank gets exactly sum * (1/P).
+TEST(ReducerWire, PacksEachBucketAndLeavesTheMean) {
+  const int rank = world_rank(), size = world_size();
+  const std::vector<Bucket> buckets = {{3, 6, {1}}, {0, 3, {0}}};  // launch order: the arena's end first
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "float");
+    std::vector<float> grads(6);
+    for (int i = 0; i < 6; ++i) grads[i] = float(rank + 1) * (1.0f + float(i) / 4);
+    const std::unique_ptr<Wire> wire = make_wire(bf16, size, grads.data(), 6);
+    const bool halves = bf16 && size > 1;  // one rank: nothing travels, nothing is rounded
+    EXPECT_EQ(wire->elem_bytes(), halves ? 2 : 4);
+    EXPECT_EQ(wire->type(), halves ? MPI_UINT16_T : MPI_FLOAT);
+    if (halves) EXPECT_NE(wire->op(), MPI_SUM) << "bf16: a user-defined sum";
+    else EXPECT_EQ(wire->op() == MPI_SUM, size != 2) << "float: with 2 ranks an op that averages";
+    for (const Bucket& b : buckets) {
+      void* buf = wire->pack(b);
+      EXPECT_EQ(buf == grads.data() + b.begin, !halves) << "float: the bucket is reduced in the arena";
+      MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(b.size()), wire->type(), wire->op(), MPI_COMM_WORLD);
+    }
+    wire->unpack();
+    const float ranks_sum = float(size * (size + 1) / 2);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(grads[i], ranks_sum * (1.0f + float(i) / 4) * (1.0f / float(size))) << i;
+  }
 }
 
 // mpi::gather_strings: the root gets every rank's string in rank order (rank 0's empty, one
