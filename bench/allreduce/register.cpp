@@ -1,5 +1,6 @@
 // bench_allreduce's benchmarks by name (cases.h lists them), in the order they run, and the MPI
 // thread level the selected ones need.
+#include <cstring>
 #include <regex>
 #include <string>
 #include <vector>
