@@ -6,6 +6,7 @@
 #include <hddp/core/serialize.h>
 #include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
+#include <hddp/train/rank_sums.h>
 
 namespace hddp {
 
@@ -115,10 +116,8 @@ MetricsTable& TrainingRun::metrics() {
 EpochEnd TrainingRun::reduce_epoch(int64_t epoch) {
   EpochEnd e{.epoch = epoch, .train_loss = std::nan(""), .samples = 0};
   if (o_.epoch_loss) {
-    double sums[2] = {loss_rows_, rows_};
-    MPI_Request req;
-    HDDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, env_.comm(), &req));
-    watchdog_.wait(&req, "the epoch's training loss");
+    std::vector<double> sums = {loss_rows_, rows_};
+    sum_over_ranks(env_, &watchdog_, sums, "the epoch's training loss");
     e.train_loss = sums[0] / sums[1], e.samples = int64_t(sums[1]);
   }
   loss_rows_ = 0, rows_ = 0;

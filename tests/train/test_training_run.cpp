@@ -31,13 +31,14 @@ using hddp::testing::env;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// A scratch folder of rank 0's name on every rank, removed at the end.
+// A scratch folder in the build tree (the test's working directory) of rank 0's name on every
+// rank, removed at the end.
 struct Dir {
   std::string path;
   Dir() {
     int pid = getpid();
     MPI_Bcast(&pid, 1, MPI_INT, 0, env().comm());  // rank 0's
-    path = fs::temp_directory_path() / ("hddp-training-run-" + std::to_string(pid));
+    path = fs::current_path() / ("training_run_tmp_" + std::to_string(pid));
     if (env().root()) fs::create_directories(path);
     MPI_Barrier(env().comm());
   }
