@@ -25,6 +25,7 @@
 
 #include "bench/cnn_gemm_shapes.h"
 #include "gemm_anchors.h"
+#include <hddp/kernels/units/units_loops.h>
 #include <hddp/kernels/gemm.h>
 #include <hddp/kernels/gemm/gemm_backends.h>
 #include <hddp/kernels/gemm_bf16.h>
@@ -192,7 +193,7 @@ void run_peak(benchmark::State& state, bool dbl) {
   int64_t flops = 0;
   for (auto _ : state) {
 #pragma omp parallel reduction(+ : flops)
-    flops += isa == Isa::Avx512 ? detail::fma_loop_avx512(dbl, 100000) : detail::fma_loop_avx2(dbl, 100000);
+    flops += isa == Isa::Avx512 ? hddp::detail::unit_loop_fma_avx512(dbl, 100000) : hddp::detail::unit_loop_fma_avx2(dbl, 100000);
   }
   state.counters["GFLOPS"] = benchmark::Counter(double(flops) * 1e-9, benchmark::Counter::kIsRate);
   state.counters["threads"] = omp_get_max_threads();

@@ -13,7 +13,9 @@
 // against. step/<model>/openblas runs the Linear layers' GEMMs on OpenBLAS (the convolutions
 // stay direct).
 // step/<model>/hddp-bf16 and conv/<shape>/<pass>/hddp-bf16: the same with the products in bf16
-// (Precision::Bf16; the convolution's bf16 micro-kernel where the CPU has AVX512_BF16).
+// (Precision::Bf16) on the unit chosen for this CPU (kernels/units.h); conv/<shape>/<pass>/
+// hddp-bf16-<path>: the convolution on each bf16 path this CPU runs (float: the float kernels on
+// rounded operands; avx512bf16; amx), side by side.
 // Names: step/<model>/<hddp|openblas|hddp-bf16>, conv/<shape>/<pass>/<hddp|hddp-bf16|im2col|openblas>; peak_pct is
 // the rate over the FMA probe (bench/peak) at the same thread count. Threads come from
 // OMP_NUM_THREADS. The input batch is fixed (drawing samples is not part of the step). Goal:
@@ -37,6 +39,8 @@
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
 #include <hddp/kernels/conv.h>
+#include <hddp/kernels/conv/conv_ukernel.h>
+#include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/gemm.h>
 
 #include "peak.h"
@@ -162,7 +166,10 @@ void report_conv(benchmark::State& state, const ConvCase& s, bool backward) {
 }
 
 // The direct convolution (kernels/conv.h) on channels-last activations, as inside a model.
-void run_conv_direct(benchmark::State& state, const ConvCase& s, bool backward, bool bf16 = false) {
+void run_conv_direct(benchmark::State& state, const ConvCase& s, bool backward, bool bf16 = false,
+                     const hddp::detail::ConvBf16Path* path = nullptr) {
+  if (path) hddp::detail::set_conv_bf16_path(*path);
+  else hddp::detail::clear_conv_bf16_path();
   const hddp::ConvShape g{64, s.C, s.H, s.H, s.Cout, 3, 1};
   Rng rng(2);
   auto fill = [&](int64_t n) {
@@ -261,6 +268,21 @@ int main(int argc, char** argv) {
         run_conv_direct(st, s, bwd, true);
       })->UseRealTime();
     }
+  using hddp::detail::ConvBf16Path;
+  std::vector<ConvBf16Path> paths{ConvBf16Path::Float};
+  if (hddp::detail::cpu_has_avx512_bf16() && hddp::detail::conv_kernels().blocking->isa == "avx512")
+    paths.push_back(ConvBf16Path::Avx512Bf16);
+  if (hddp::detail::cpu_has_amx_bf16() && hddp::detail::amx_permission_error().empty())
+    paths.push_back(ConvBf16Path::Amx);
+  for (const ConvCase& s : convs)
+    for (bool bwd : {false, true})
+      for (ConvBf16Path path : paths) {
+        const std::string name = std::string("conv/") + s.name + (bwd ? "/fwd+bwd/" : "/fwd/") + "hddp-bf16-" +
+                                 hddp::detail::to_string(path);
+        benchmark::RegisterBenchmark(name.c_str(), [s, bwd, path](benchmark::State& st) {
+          run_conv_direct(st, s, bwd, true, &path);
+        })->UseRealTime();
+      }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("hddp_kernel", gemm_kernel_name());

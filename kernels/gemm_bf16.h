@@ -7,12 +7,13 @@
 // PyTorch's autocast computes for a float tensor, without a converted copy.
 // Argument rules as gemm() (gemm.h); bitwise identical for any OpenMP thread count.
 //
-// Kernel sets, chosen once per process (HDDP_GEMM_BF16_KERNEL forces one; unset: the first the
-// CPU can run):
+// Kernel sets, chosen once per process: HDDP_GEMM_BF16_KERNEL forces one; unset, the set of the
+// bf16 unit measured fastest on this CPU (units.h: amx, avx512bf16, or portable where neither
+// runs at least 1.25x the float FMA):
 //   amx         AMX tiles (tdpbf16ps: 16x16 float tiles, 1024 flop per cycle per core on
 //               Sapphire/Emerald/Granite Rapids); Linux's permission is asked once per process
-//   avx512bf16  AVX512_BF16 (vdpbf16ps: 2 bf16 pairs per float lane, twice the float FMA rate;
-//               Zen 4, Zen 5, Cooper Lake and later Xeons)
+//   avx512bf16  AVX512_BF16 (vdpbf16ps: 2 bf16 pairs per float lane; 1.84x the float FMA on
+//               Zen 5, 0.5x on Intel's Xeons)
 //   portable    the inputs rounded to bf16 in float copies, then the float gemm()
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// The probe's timing and threads (baseline x86-64; the loops live in peak_<isa>.cpp).
+// The probe's timing and threads (baseline x86-64; the loops are the library's, kernels/units/).
 #include "peak.h"
 
 #include <omp.h>
@@ -7,18 +7,19 @@
 #include <chrono>
 
 #include <hddp/kernels/cpu_isa.h>
+#include <hddp/kernels/units/units_loops.h>
 
 namespace hddp::bench {
 namespace {
 
 int64_t run_loop(Isa isa, bool dbl, int64_t iters) {
   switch (isa) {
-    case Isa::Avx512: return detail::fma_loop_avx512(dbl, iters);
-    case Isa::Avx512Bf16: return detail::bf16_loop_avx512(iters);
-    case Isa::AmxBf16: return detail::bf16_loop_amx(iters);
+    case Isa::Avx512: return hddp::detail::unit_loop_fma_avx512(dbl, iters);
+    case Isa::Avx512Bf16: return hddp::detail::unit_loop_dpbf16_avx512(iters);
+    case Isa::AmxBf16: return hddp::detail::unit_loop_tdpbf16_amx(iters);
     case Isa::Avx2: break;
   }
-  return detail::fma_loop_avx2(dbl, iters);
+  return hddp::detail::unit_loop_fma_avx2(dbl, iters);
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }

@@ -27,13 +27,4 @@ double fma_peak_gflops(Isa isa, bool dbl, int threads, double seconds = 0.2);
 // The widest instruction set the CPU supports (AVX-512, else AVX2); the machine's peak.
 Isa widest_isa();
 
-namespace detail {
-// The register-only loops, one file per instruction set (peak_avx2.cpp, peak_avx512.cpp,
-// peak_avx512bf16.cpp, peak_amx.cpp): run `iters` iterations, return the flops executed.
-int64_t fma_loop_avx2(bool dbl, int64_t iters);
-int64_t fma_loop_avx512(bool dbl, int64_t iters);
-int64_t bf16_loop_avx512(int64_t iters);  // 12 vdpbf16ps per iteration, 64 flops each
-int64_t bf16_loop_amx(int64_t iters);     // 4 tdpbf16ps per iteration, 16 x 16 x 32 x 2 flops each
-}  // namespace detail
-
 }  // namespace hddp::bench

@@ -11,16 +11,20 @@
 #include <hddp/kernels/conv.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include <hddp/kernels/amx/amx_tile_model.h>
 #include <hddp/kernels/bf16.h>
 #include <hddp/kernels/check.h>
+#include <hddp/kernels/conv/conv_amx_program.h>
 #include <hddp/kernels/conv/conv_ukernel.h>
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/elementwise.h>  // kParallelMin
 #include <hddp/kernels/progress.h>
+#include <hddp/kernels/units.h>
 
 #include <omp.h>
 
@@ -35,6 +39,57 @@ constexpr IsaTable<ConvKernels> kConvSets{kConvIsa, {conv_kernels_avx512, conv_k
 const ConvKernels& conv_kernels() {
   static const ConvKernels& k = kConvSets.chosen();
   return k;
+}
+
+namespace {
+std::atomic<int> g_forced_path{-1};
+void brgemm_model(const AmxCall& c) { amx_brgemm<ModelOps>(c); }
+}  // namespace
+
+const AmxBrgemm& conv_amx_model() {
+  static const AmxBrgemm k = brgemm_model;
+  return k;
+}
+
+ConvBf16Path conv_bf16_path() {
+  const int forced = g_forced_path.load();
+  if (forced >= 0) return ConvBf16Path(forced);
+  static const ConvBf16Path p = [] {
+    switch (bf16_unit()) {
+      case Bf16Unit::Amx: return ConvBf16Path::Amx;
+      case Bf16Unit::Avx512Bf16:
+        return conv_kernels().blocking->isa == "avx512" ? ConvBf16Path::Avx512Bf16 : ConvBf16Path::Float;
+      case Bf16Unit::Float: break;
+    }
+    return ConvBf16Path::Float;
+  }();
+  return p;
+}
+
+const char* to_string(ConvBf16Path p) {
+  switch (p) {
+    case ConvBf16Path::Avx512Bf16: return "avx512bf16";
+    case ConvBf16Path::Amx: return "amx";
+    case ConvBf16Path::AmxModel: return "amx-model";
+    case ConvBf16Path::Float: break;
+  }
+  return "float";
+}
+
+bool conv_amx_scratch() {
+  const int forced = g_forced_path.load();
+  if (forced >= 0) return forced == int(ConvBf16Path::Amx) || forced == int(ConvBf16Path::AmxModel);
+  return cpu_has_amx_bf16();
+}
+
+void clear_conv_bf16_path() { g_forced_path = -1; }
+
+void set_conv_bf16_path(ConvBf16Path p) {
+  HDDP_CHECK_ARG(p != ConvBf16Path::Avx512Bf16 || (cpu_has_avx512_bf16() && conv_kernels().blocking->isa == "avx512"),
+                 "set_conv_bf16_path: avx512bf16 needs AVX512_BF16 and the avx512 set");
+  HDDP_CHECK_ARG(p != ConvBf16Path::Amx || (cpu_has_amx_bf16() && amx_permission_error().empty()),
+                 "set_conv_bf16_path: amx needs AMX-BF16 and Linux's permission");
+  g_forced_path = int(p);
 }
 
 }  // namespace detail
@@ -97,23 +152,48 @@ int64_t dyp_size(const ConvShape& s, int64_t Np) { return s.B * s.OH() * (s.OW()
 
 // The scratch of each pass, carved where it is sized: float regions one after another (offsets
 // in floats from the start), then the bf16 copies the bf16 kernels read (offsets in bf16 values
-// from the start; two spare values between the copies, one spare float after them).
+// from the start; spare values between the copies, one spare float after them). With `amx`
+// (conv_amx_scratch()) the copies are laid out for the AMX loops too: the tiles read whole
+// blocks of 32 pixels, so up to 32 + k pixels past an image's last one (the slack).
+int64_t amx_slack(const ConvShape& s, int64_t channels) { return (32 + s.k) * channels; }
+
 struct ForwardScratch {
   int64_t xp, wr, bp, yt;  // padded input, Wr[ki][kj][ci][co] (co to Np), bias to Np, NHWC output when Y is NCHW
-  int64_t xh, wh;          // bf16 copies of xp and wr (wr's k rows in pairs)
+  int64_t xh, wh;          // bf16 copies of xp (then the slack) and wr (wr's k rows in pairs, co to wcols)
+  int64_t wcols;           // Np, or Cout to whole tiles of 32 (amx)
   int64_t size;            // floats in all
 };
-ForwardScratch forward_scratch(const ConvShape& s, int64_t Np) {
+ForwardScratch forward_scratch(const ConvShape& s, int64_t Np, bool amx) {
   ForwardScratch r;
   r.xp = 0;
   r.wr = r.xp + xp_size(s);
   r.bp = r.wr + s.k * s.k * s.C * Np;
   r.yt = r.bp + Np;
   const int64_t floats = r.yt + s.B * s.OH() * s.OW() * s.Cout;
+  r.wcols = amx ? round_up(s.Cout, 32) : Np;
   r.xh = 2 * floats;
-  r.wh = r.xh + xp_size(s) + 2;
-  r.size = floats + (r.wh + s.k * s.k * s.C * Np - r.xh + 1) / 2 + 1;
+  r.wh = r.xh + xp_size(s) + (amx ? amx_slack(s, s.C) : 0) + 2;
+  r.size = floats + (r.wh + s.k * s.k * s.C * r.wcols - r.xh + 1) / 2 + 1;
   return r;
+}
+
+// The AMX backward's geometry: images as rows of Wp (input gradient: OWq) pixels, "virtual"
+// pixels v = row * width + column counted over the padded width, the columns past the output
+// computed (in whole tiles) and dropped.
+struct AmxBackward {
+  int64_t Wp, Ps;  // padded input width; values per channel plane of XT (the padded image + slack)
+  int64_t Vb;      // the weight gradient's virtual pixels per image, OH * Wp to whole tiles of 32
+  int64_t Nq, Cq;  // Cout, C to whole tiles of 32
+  int64_t OWq, Hq; // the input gradient's dY: OW + 2q columns, H + k - 1 rows
+};
+AmxBackward amx_backward(const ConvShape& s) {
+  AmxBackward g;
+  g.Wp = s.W + 2 * s.pad;
+  g.Ps = round_up((s.H + 2 * s.pad) * g.Wp + 32 + s.k, 32);
+  g.Vb = round_up(s.OH() * g.Wp, 32);
+  g.Nq = round_up(s.Cout, 32), g.Cq = round_up(s.C, 32);
+  g.OWq = s.OW() + 2 * (s.k - 1 - s.pad), g.Hq = s.H + s.k - 1;
+  return g;
 }
 
 struct BackwardScratch {
@@ -121,10 +201,15 @@ struct BackwardScratch {
                                    // Np, ci to Cp), per chunk dW[ki][kj][ci][co] (Np) then db (Np),
                                    // NHWC input gradient when dX is NCHW
   int64_t dyh, wdh;                // bf16 copies of dyp and wd (wd's k rows in pairs)
+  int64_t xt, dyv, dyq, wq;        // amx, bf16: XT (B, C, Ps) the padded input channel-major; dyv
+                                   // (B, Vb/2, Nq, 2) dY over the virtual pixels in pixel pairs; dyq
+                                   // (B, Hq, OWq, Nq) dY with k-1-pad zero rows and columns either
+                                   // side, then the slack; wq the input gradient's weights
+                                   // ((ki', kj', co) rows in pairs, Cq columns)
   int64_t chunks, part_size;       // weight-gradient chunks, floats per chunk
   int64_t size;                    // floats in all
 };
-BackwardScratch backward_scratch(const ConvShape& s, int64_t Np, int64_t Cp) {
+BackwardScratch backward_scratch(const ConvShape& s, int64_t Np, int64_t Cp, bool amx) {
   BackwardScratch r;
   r.chunks = std::min(s.B, detail::kConvWeightChunks);
   r.part_size = s.k * s.k * s.C * Np + Np;
@@ -136,7 +221,16 @@ BackwardScratch backward_scratch(const ConvShape& s, int64_t Np, int64_t Cp) {
   const int64_t floats = r.dxt + s.B * s.H * s.W * s.C;
   r.dyh = 2 * floats;
   r.wdh = r.dyh + dyp_size(s, Np) + 2;
-  r.size = floats + (r.wdh + s.k * s.k * Np * Cp - r.dyh + 1) / 2 + 1;
+  int64_t end = r.wdh + s.k * s.k * Np * Cp;
+  if (amx) {
+    const AmxBackward g = amx_backward(s);
+    r.xt = end + 2;
+    r.dyv = r.xt + s.B * s.C * g.Ps;
+    r.dyq = r.dyv + s.B * g.Vb * g.Nq;
+    r.wq = r.dyq + s.B * g.Hq * g.OWq * g.Nq + amx_slack(s, g.Nq);
+    end = r.wq + s.k * s.k * g.Nq * g.Cq;
+  }
+  r.size = floats + (end - r.dyh + 1) / 2 + 1;
   return r;
 }
 inline uint16_t* bf16_at(float* scratch, int64_t off) { return reinterpret_cast<uint16_t*>(scratch) + off; }
@@ -200,22 +294,20 @@ __attribute__((noinline)) void add_rows(int64_t count, int64_t n, const float* _
     for (int64_t i = 0; i < n; ++i) out[i] += rows[r * n + i];
 }
 
-// bf16 products (conv.h): the bf16 micro-kernels where the chosen set is avx512 and the CPU has
-// AVX512_BF16, else nullptr (the float kernels then read operands rounded to bf16 in place).
+// bf16 products (conv.h) on AVX512_BF16: its micro-kernels where that is the path, else nullptr
+// (the float kernels then read operands rounded to bf16 in place, or AMX runs).
 const detail::ConvKernels16* bf16_kernels() {
-  static const detail::ConvKernels16* k = detail::conv_kernels().blocking->isa == "avx512" &&
-                                                  detail::cpu_has_avx512_bf16()
-                                              ? &detail::conv_kernels_avx512bf16()
-                                              : nullptr;
-  return k;
+  return detail::conv_bf16_path() == detail::ConvBf16Path::Avx512Bf16 ? &detail::conv_kernels_avx512bf16() : nullptr;
 }
 
-// wh[(r / 2) * 2 cols + 2 c + r % 2] = bf16(w[r * cols + c]) for an even number of rows: each
-// pair of k rows interleaved, the B layout of the bf16 micro-kernel.
-void to_pairs(int64_t rows, int64_t cols, const float* w, uint16_t* wh) {
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelMin)
+// wh[(r / 2) * 2 wout + 2 c + r % 2] = bf16(w[r * cols + c]) for an even number of rows: each
+// pair of k rows interleaved, the B layout of the bf16 micro-kernels (AVX512_BF16 and AMX);
+// wout >= cols columns in wh, zeros past cols.
+void to_pairs(int64_t rows, int64_t cols, const float* w, int64_t wout, uint16_t* wh) {
+#pragma omp parallel for schedule(static) if (rows * wout > kParallelMin)
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) wh[(r / 2) * 2 * cols + 2 * c + r % 2] = to_bf16(w[r * cols + c]).bits;
+    for (int64_t c = 0; c < wout; ++c)
+      wh[(r / 2) * 2 * wout + 2 * c + r % 2] = c < cols ? to_bf16(w[r * cols + c]).bits : uint16_t(0);
 }
 
 // The bf16 operands of a pass: A's rows at the same offsets in xh as in the float xf, B's rows
@@ -348,19 +440,125 @@ void reblock_forward(const ConvShape& s, int64_t Np, const float* Wt, const floa
 
 // The forward's operands: the padded input and the re-blocked weights (float), and in bf16 either
 // their bf16 copies (the bf16 kernels run: the result's xh set) or the float ones rounded.
+// amx: the AMX loops run (xh with its slack of zeros, wh to at.wcols columns).
 Bf16Operands prepare_forward(const ConvShape& s, ImageLayout in, const float* X, const float* Wt, const float* b,
-                             float* scratch, const ForwardScratch& at, int64_t Np, bool bf16) {
+                             float* scratch, const ForwardScratch& at, int64_t Np, bool bf16, bool amx) {
   const int64_t K = s.k * s.C, rows = s.k * K;
-  const bool k16 = bf16 && bf16_kernels_for(K);
+  const bool copies = amx || (bf16 && bf16_kernels_for(K));
   float* xp = scratch + at.xp;
   float* wr = scratch + at.wr;
-  uint16_t* xh = k16 ? bf16_at(scratch, at.xh) : nullptr;
-  uint16_t* wh = k16 ? bf16_at(scratch, at.wh) : nullptr;
-  pad_input(s, in, X, xp, bf16 && !k16, xh);
+  uint16_t* xh = copies ? bf16_at(scratch, at.xh) : nullptr;
+  uint16_t* wh = copies ? bf16_at(scratch, at.wh) : nullptr;
+  pad_input(s, in, X, xp, bf16 && !copies, xh);
+  if (amx) std::fill(xh + xp_size(s), xh + xp_size(s) + amx_slack(s, s.C), uint16_t(0));
   reblock_forward(s, Np, Wt, b, wr, scratch + at.bp);
-  if (k16) to_pairs(rows, Np, wr, wh);
+  if (copies) to_pairs(rows, Np, wr, amx ? at.wcols : Np, wh);
   else if (bf16) round_bf16(rows * Np, wr, wr);
-  return k16 ? Bf16Operands{xp, xh, wr, wh, Np} : Bf16Operands{};
+  return copies ? Bf16Operands{xp, xh, wr, wh, Np} : Bf16Operands{};
+}
+
+// ---- The AMX loops (conv_ukernel.h, AmxCall) ----
+// The AMX kernel bf16 products run on (the path AMX or its model), else nullptr.
+const detail::AmxBrgemm* amx_kernel(bool bf16) {
+  if (!bf16) return nullptr;
+  switch (detail::conv_bf16_path()) {
+    case detail::ConvBf16Path::Amx: return &detail::conv_amx();
+    case detail::ConvBf16Path::AmxModel: return &detail::conv_amx_model();
+    default: return nullptr;
+  }
+}
+
+// The forward's: where k*C fills whole tiles of 32 (else the float kernels on rounded operands).
+const detail::AmxBrgemm* forward_amx_kernel(const ConvShape& s, bool bf16) {
+  return s.k * s.C % 32 == 0 ? amx_kernel(bf16) : nullptr;
+}
+
+// A block of 32 "virtual" pixels from v0 by 32 channels from co0: an image's bf16 rows of `width`
+// pixels of ch channels read as one sequence of pixels, pixel v's taps of kernel row ki the k*ch
+// values from pixel v + ki * width on (A in place, lda ch); B the rows ki*k*ch on of wh (pairs,
+// wcols columns). out = the sum over the kernel rows.
+inline void amx_block(const detail::AmxBrgemm& f, int64_t k, const uint16_t* img, int64_t v0, int64_t width,
+                      int64_t ch, const uint16_t* wh, int64_t wcols, int64_t co0, float* out) {
+  const uint16_t* a[kMaxK];
+  const uint16_t* b[kMaxK];
+  int64_t kb[kMaxK];
+  for (int64_t ki = 0; ki < k; ++ki) {
+    a[ki] = img + (v0 + ki * width) * ch;
+    b[ki] = wh + ki * k * ch * wcols + 2 * co0;
+    kb[ki] = k * ch / 32;
+  }
+  f(detail::AmxCall{k, a, b, kb, ch, 2 * wcols, out, false});
+}
+
+// out's rows that are output pixels (v0 + i < V, column (v0 + i) % width < OW) to dst(row, column):
+// N channels, plus bias (N values, or nullptr), ReLU (r < 0 -> 0, NaN stays) where relu.
+template <class Dst>
+inline void amx_store(const float* out, int64_t v0, int64_t V, int64_t width, int64_t OW, int64_t N,
+                      const float* bias, bool relu, Dst dst) {
+  for (int64_t i = 0; i < 32 && v0 + i < V; ++i) {
+    const int64_t r = (v0 + i) / width, c = (v0 + i) % width;
+    if (c >= OW) continue;
+    float* d = dst(r, c);
+    const float* o = out + i * 32;
+    for (int64_t j = 0; j < N; ++j) {
+      const float v = o[j] + (bias ? bias[j] : 0.0f);
+      d[j] = relu && v < 0.0f ? 0.0f : v;
+    }
+  }
+}
+
+// The pool x pool windows of rows (pool rows of OW pixels, ldc floats a pixel, N channels) to the
+// pooled row at y and am (PW pixels, Cout values a pixel): the maxima and their window positions.
+// best, at: N floats of the caller's.
+void pool_rows(const float* rows, int64_t OW, int64_t ldc, int64_t pool, int64_t PW, int64_t N, int64_t Cout,
+               float* best, float* at, float* y, uint8_t* am) {
+  for (int64_t pw = 0; pw < PW; ++pw) {
+    std::fill(best, best + N, -std::numeric_limits<float>::infinity());
+    std::fill(at, at + N, 0.0f);
+    for (int64_t w = 0; w < pool * pool; ++w)
+      take_max(N, rows + ((w / pool) * OW + pw * pool + w % pool) * ldc, best, at, float(w));
+    std::copy(best, best + N, y + pw * Cout);
+    for (int64_t c = 0; c < N; ++c) am[pw * Cout + c] = uint8_t(at[c]);
+  }
+}
+
+// The forward on AMX (k*C in whole tiles of 32): per image, block of 32 virtual pixels
+// (v = oh * Wp + ow) and block of 32 channels, into Y (NHWC: yo). pool > 0: per image, pooled row
+// and block of 32 channels, the blocks of the pool rows into a buffer (pool x OW x 32), then
+// pool_rows.
+void forward_amx(const ConvShape& s, const detail::AmxBrgemm& f, const Bf16Operands& h, int64_t wcols,
+                 const float* bias, bool relu, float* yo, int64_t pool, uint8_t* argmax) {
+  const int64_t Wp = s.W + 2 * s.pad, OH = s.OH(), OW = s.OW(), Cout = s.Cout, C = s.C, k = s.k;
+  const int64_t img = (s.H + 2 * s.pad) * Wp * C, nblocks = (Cout + 31) / 32;
+  const uint16_t* xh = h.xh;
+  const int64_t tasks_per_image = pool > 0 ? OH / pool : (OH * Wp + 31) / 32;
+#pragma omp parallel if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
+  {
+    alignas(64) float out[32 * 32];
+    std::vector<float> rows(size_t(pool > 0 ? pool * OW * 32 : 0)), best(32), at(32);
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t bi = 0; bi < s.B; ++bi)
+      for (int64_t u = 0; u < tasks_per_image; ++u)
+        for (int64_t j = 0; j < nblocks; ++j) {
+          const int64_t co0 = j * 32, N = std::min<int64_t>(32, Cout - co0);
+          const float* bj = bias ? bias + co0 : nullptr;
+          if (pool == 0) {
+            amx_block(f, k, xh + bi * img, u * 32, Wp, C, h.wh, wcols, co0, out);
+            amx_store(out, u * 32, OH * Wp, Wp, OW, N, bj, relu,
+                      [&](int64_t oh, int64_t ow) { return yo + ((bi * OH + oh) * OW + ow) * Cout + co0; });
+          } else {
+            const int64_t v_begin = u * pool * Wp, v_end = v_begin + pool * Wp;
+            for (int64_t v0 = v_begin; v0 < v_end; v0 += 32) {
+              amx_block(f, k, xh + bi * img, v0, Wp, C, h.wh, wcols, co0, out);
+              amx_store(out, v0, v_end, Wp, OW, N, bj, relu,
+                        [&](int64_t oh, int64_t ow) { return rows.data() + ((oh - u * pool) * OW + ow) * 32; });
+            }
+            const int64_t PW = OW / pool, o = ((bi * (OH / pool) + u) * PW) * Cout + co0;
+            pool_rows(rows.data(), OW, 32, pool, PW, N, Cout, best.data(), at.data(), yo + o, argmax + o);
+          }
+          poll_from_master();
+        }
+  }
 }
 
 // The forward with MaxPool2d(pool) in its store: per image, pooled row and channel block, the
@@ -371,11 +569,13 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
   const ConvKernels& kern = detail::conv_kernels();
   const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), OW = s.OW();
   const int64_t C = s.C, k = s.k, Cout = s.Cout, PH = s.OH() / pool, PW = OW / pool;
-  const ForwardScratch sa = forward_scratch(s, Np);
+  const ForwardScratch sa = forward_scratch(s, Np, detail::conv_amx_scratch());
   const float* xp = scratch + sa.xp;
   const float* wr = scratch + sa.wr;
   const float* bp = scratch + sa.bp;
-  const Bf16Operands h = prepare_forward(s, in, X, Wt, b, scratch, sa, Np, bf16);
+  const detail::AmxBrgemm* amx = forward_amx_kernel(s, bf16);
+  const Bf16Operands h = prepare_forward(s, in, X, Wt, b, scratch, sa, Np, bf16, amx != nullptr);
+  if (amx) return forward_amx(s, *amx, h, sa.wcols, b ? bp : nullptr, relu, Y, pool, argmax);
   const detail::ConvKernels16* k16 = h.xh ? bf16_kernels() : nullptr;
   const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
   const int64_t ldc = t.nv * L;
@@ -398,16 +598,8 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
                                  .relu = relu},
                       rows.data() + r * OW * ldc);
           }
-          for (int64_t pw = 0; pw < PW; ++pw) {
-            std::fill(best.begin(), best.begin() + N, -std::numeric_limits<float>::infinity());
-            std::fill(at.begin(), at.begin() + N, 0.0f);
-            for (int64_t w = 0; w < pool * pool; ++w)
-              take_max(N, rows.data() + ((w / pool) * OW + pw * pool + w % pool) * ldc, best.data(), at.data(),
-                       float(w));
-            const int64_t o = ((bi * PH + ph) * PW + pw) * Cout + co0;
-            std::copy(best.begin(), best.begin() + N, Y + o);
-            for (int64_t c = 0; c < N; ++c) argmax[o + c] = uint8_t(at[size_t(c)]);
-          }
+          const int64_t o = ((bi * PH + ph) * PW) * Cout + co0;
+          pool_rows(rows.data(), OW, ldc, pool, PW, N, Cout, best.data(), at.data(), Y + o, argmax + o);
           poll_from_master();
         }
   }
@@ -488,7 +680,7 @@ void input_gradient(const ConvShape& s, ImageLayout in, const float* Wt, float* 
         for (int64_t ci = 0; ci < Cp; ++ci)
           r[ci] = co < Cout && ci < C ? Wt[((co * C + ci) * k + ki) * k + (k - 1 - kj)] : 0.0f;
       }
-  if (k16) to_pairs(k * k * Np, Cp, wd, wdh);
+  if (k16) to_pairs(k * k * Np, Cp, wd, Cp, wdh);
   else if (bf16) round_bf16(k * k * Np * Cp, wd, wd);
   const Bf16Operands h{dyp, k16 ? bf16_at(scratch, sa.dyh) : nullptr, wd, wdh, Cp};
   float* dxt = scratch + sa.dxt;
@@ -577,6 +769,126 @@ void weight_gradient(const ConvShape& s, const float* scratch, const BackwardScr
       }
 }
 
+// Backward pass 2 on AMX, the input gradient as a forward over dY: dX(ih, iw) = the sum over
+// (ki', kj', co) of dyq[ih + ki'][iw + kj'][co] . Wt[co][ci][k-1-ki'][k-1-kj'], with dyq dY with
+// k-1-pad zero rows and columns either side; per image, block of 32 virtual pixels
+// (v = ih * OWq + iw) and block of 32 input channels.
+void input_gradient_amx(const ConvShape& s, ImageLayout in, const float* Wt, float* dX, float* scratch,
+                        const BackwardScratch& sa, int64_t Np, const detail::AmxBrgemm& f) {
+  const AmxBackward g = amx_backward(s);
+  const int64_t C = s.C, k = s.k, Cout = s.Cout, H = s.H, W = s.W, OH = s.OH(), q = k - 1 - s.pad;
+  const int64_t OWq = g.OWq, Nq = g.Nq, Cq = g.Cq, img = g.Hq * OWq * Nq;
+  const float* dyp = scratch + sa.dyp;
+  uint16_t* dyq = bf16_at(scratch, sa.dyq);
+  uint16_t* wq = bf16_at(scratch, sa.wq);
+#pragma omp parallel for collapse(2) schedule(static) if (s.B * g.Hq * OWq * Nq > kParallelMin)
+  for (int64_t bi = 0; bi < s.B; ++bi)
+    for (int64_t r = 0; r < g.Hq; ++r) {
+      uint16_t* d = dyq + bi * img + r * OWq * Nq;
+      if (r < q || r >= q + OH) {
+        std::fill(d, d + OWq * Nq, uint16_t(0));
+        continue;
+      }
+      const float* src = dyp + (bi * OH + r - q) * OWq * Np;
+      for (int64_t c = 0; c < OWq; ++c) {
+        to_bf16(Np, src + c * Np, reinterpret_cast<hddp::bf16*>(d + c * Nq));
+        std::fill(d + c * Nq + Np, d + (c + 1) * Nq, uint16_t(0));
+      }
+    }
+  std::fill(dyq + s.B * img, dyq + s.B * img + amx_slack(s, Nq), uint16_t(0));
+  // wq: row (ki', kj', co), column ci, in pairs of rows.
+#pragma omp parallel for schedule(static) if (k * k * Nq * Cq > kParallelMin)
+  for (int64_t r = 0; r < k * k * Nq; ++r) {
+    const int64_t ki = k - 1 - r / (k * Nq), kj = k - 1 - r / Nq % k, co = r % Nq;
+    for (int64_t ci = 0; ci < Cq; ++ci)
+      wq[(r / 2) * 2 * Cq + 2 * ci + r % 2] =
+          co < Cout && ci < C ? to_bf16(Wt[((co * C + ci) * k + ki) * k + kj]).bits : uint16_t(0);
+  }
+  float* dxo = in == ImageLayout::NHWC ? dX : scratch + sa.dxt;
+  const int64_t V = H * OWq, vblocks = (V + 31) / 32, nblocks = (C + 31) / 32;
+#pragma omp parallel if (s.B * H * W * C * k * k * Cout > kParallelMin)
+  {
+    alignas(64) float out[32 * 32];
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t bi = 0; bi < s.B; ++bi)
+      for (int64_t u = 0; u < vblocks; ++u)
+        for (int64_t j = 0; j < nblocks; ++j) {
+          const int64_t ci0 = j * 32, N = std::min<int64_t>(32, C - ci0);
+          amx_block(f, k, dyq + bi * img, u * 32, OWq, Nq, wq, Cq, ci0, out);
+          amx_store(out, u * 32, V, OWq, W, N, nullptr, false,
+                    [&](int64_t ih, int64_t iw) { return dxo + ((bi * H + ih) * W + iw) * C + ci0; });
+          poll_from_master();
+        }
+  }
+  if (in == ImageLayout::NCHW) to_nchw(s.B, H * W, C, scratch + sa.dxt, dX);
+}
+
+// Backward pass 3 on AMX (C in whole tiles of 32), the weight gradient per chunk of images:
+// dW[ki][kj][ci][co] = the sum over the chunk's images and virtual pixels v = oh * Wp + ow of
+// XT[ci][v + ki * Wp + kj] . dyv[v][co], dyv zero where ow >= OW; per chunk, (ki, kj), block of
+// 32 input and block of 32 output channels, the images' products summed in the tiles.
+void weight_gradient_amx(const ConvShape& s, float* scratch, const BackwardScratch& sa, int64_t Np, bool bias,
+                         float* part, const detail::AmxBrgemm& f) {
+  const AmxBackward g = amx_backward(s);
+  const int64_t C = s.C, k = s.k, Cout = s.Cout, OH = s.OH(), OW = s.OW(), q = k - 1 - s.pad, Wp = g.Wp;
+  const int64_t P = (s.H + 2 * s.pad) * Wp, Nq = g.Nq, Vb = g.Vb, chunks = sa.chunks;
+  const float* xp = scratch + sa.xp;
+  const float* dyp = scratch + sa.dyp;
+  uint16_t* xt = bf16_at(scratch, sa.xt);
+  uint16_t* dyv = bf16_at(scratch, sa.dyv);
+  // XT[b][ci][p] = xp[b][p][ci], zeros from P to Ps; 32 pixels at a time.
+  const int64_t pblocks = (g.Ps + 31) / 32;
+#pragma omp parallel for collapse(2) schedule(static) if (s.B * C * g.Ps > kParallelMin)
+  for (int64_t bi = 0; bi < s.B; ++bi)
+    for (int64_t pb = 0; pb < pblocks; ++pb)
+      for (int64_t ci = 0; ci < C; ++ci) {
+        uint16_t* d = xt + (bi * C + ci) * g.Ps;
+        for (int64_t p = pb * 32; p < std::min(g.Ps, pb * 32 + 32); ++p)
+          d[p] = p < P ? to_bf16(xp[(bi * P + p) * C + ci]).bits : uint16_t(0);
+      }
+  // dyv[b][v / 2][co][v % 2] = dY(oh, ow) for v = oh * Wp + ow, ow < OW, oh < OH; else 0.
+  const int64_t OWq = OW + 2 * q;
+#pragma omp parallel for collapse(2) schedule(static) if (s.B * Vb * Nq > kParallelMin)
+  for (int64_t bi = 0; bi < s.B; ++bi)
+    for (int64_t vp = 0; vp < Vb / 2; ++vp) {
+      uint16_t* d = dyv + (bi * Vb / 2 + vp) * 2 * Nq;
+      for (int64_t e = 0; e < 2; ++e) {
+        const int64_t v = 2 * vp + e, oh = v / Wp, ow = v % Wp;
+        const float* src = oh < OH && ow < OW ? dyp + ((bi * OH + oh) * OWq + q + ow) * Np : nullptr;
+        for (int64_t co = 0; co < Nq; ++co) d[2 * co + e] = src && co < Np ? to_bf16(src[co]).bits : uint16_t(0);
+      }
+    }
+  const int64_t cblocks = C / 32, nblocks = Nq / 32, tiles = k * k * cblocks * nblocks;
+#pragma omp parallel if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
+  {
+    alignas(64) float out[32 * 32];
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      for (int64_t u = 0; u < tiles; ++u) {
+        const int64_t b0 = s.B * ch / chunks, b1 = s.B * (ch + 1) / chunks;
+        const int64_t kk = u / (cblocks * nblocks), ci0 = u / nblocks % cblocks * 32, co0 = u % nblocks * 32;
+        const int64_t N = std::min<int64_t>(32, Cout - co0);
+        const uint16_t* a[kMaxK];
+        const uint16_t* bb[kMaxK];
+        int64_t kb[kMaxK];
+        detail::AmxCall call{0, a, bb, kb, g.Ps, 2 * Nq, out, false};
+        for (int64_t bi = b0; bi < b1; ++bi) {
+          a[call.n] = xt + (bi * C + ci0) * g.Ps + kk / k * Wp + kk % k;
+          bb[call.n] = dyv + bi * Vb * Nq + 2 * co0;
+          kb[call.n] = Vb / 32;
+          if (++call.n == kMaxK || bi + 1 == b1) {
+            f(call);
+            call.n = 0, call.accumulate = true;
+          }
+        }
+        float* pc = part + ch * sa.part_size;
+        for (int64_t i = 0; i < 32; ++i) std::copy(out + i * 32, out + i * 32 + N, pc + (kk * C + ci0 + i) * Np + co0);
+        poll_from_master();
+        if (u == 0 && bias) chunk_bias_gradient(s, dyp, Np, b0, b1, pc + k * k * C * Np);
+      }
+  }
+}
+
 // The chunks' parts added in order into PyTorch's (Cout, C, k, k) and db.
 void sum_chunks(const ConvShape& s, const BackwardScratch& sa, int64_t Np, const float* part, float* dW, float* db,
                 bool accumulate) {
@@ -608,12 +920,12 @@ bool conv_direct_supported(int64_t k, int64_t stride, int64_t pad) {
 std::string conv_kernel_name() { return std::string(detail::conv_kernels().blocking->isa); }
 
 int64_t conv_direct_forward_scratch(const ConvShape& s) {
-  return forward_scratch(s, round_up(s.Cout, detail::conv_kernels().blocking->L)).size;
+  return forward_scratch(s, round_up(s.Cout, detail::conv_kernels().blocking->L), detail::conv_amx_scratch()).size;
 }
 
 int64_t conv_direct_backward_scratch(const ConvShape& s) {
   const int64_t L = detail::conv_kernels().blocking->L;
-  return backward_scratch(s, round_up(s.Cout, L), round_up(s.C, L)).size;
+  return backward_scratch(s, round_up(s.Cout, L), round_up(s.C, L), detail::conv_amx_scratch()).size;
 }
 
 void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, const float* X, const float* Wt,
@@ -626,14 +938,20 @@ void conv_direct_forward(const ConvShape& s, ImageLayout in, ImageLayout out, co
   const ConvKernels& kern = detail::conv_kernels();
   const int64_t L = kern.blocking->L, Np = round_up(s.Cout, L), OH = s.OH(), OW = s.OW();
   const int64_t C = s.C, k = s.k, Cout = s.Cout;
-  const ForwardScratch sa = forward_scratch(s, Np);
+  const ForwardScratch sa = forward_scratch(s, Np, detail::conv_amx_scratch());
   const float* xp = scratch + sa.xp;
   const float* wr = scratch + sa.wr;
   const float* bp = scratch + sa.bp;
   float* yt = scratch + sa.yt;
-  const Bf16Operands h = prepare_forward(s, in, X, Wt, b, scratch, sa, Np, bf16);
-  const detail::ConvKernels16* k16 = h.xh ? bf16_kernels() : nullptr;
   float* yo = out == ImageLayout::NHWC ? Y : yt;
+  const detail::AmxBrgemm* amx = forward_amx_kernel(s, bf16);
+  const Bf16Operands h = prepare_forward(s, in, X, Wt, b, scratch, sa, Np, bf16, amx != nullptr);
+  if (amx) {
+    forward_amx(s, *amx, h, sa.wcols, b ? bp : nullptr, relu, yo, 0, nullptr);
+    if (out == ImageLayout::NCHW) to_nchw(s.B, OH * OW, Cout, yt, Y);
+    return;
+  }
+  const detail::ConvKernels16* k16 = h.xh ? bf16_kernels() : nullptr;
   const TileChoice t = choose_tile(OW, Cout, *kern.blocking);
   // Loop 3: images, loop 2: output rows, loop 1: channel blocks; then the row's tiles.
 #pragma omp parallel for collapse(3) schedule(static) if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
@@ -668,16 +986,20 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
     return;
   }
   const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L), Cp = round_up(s.C, L);
-  const BackwardScratch sa = backward_scratch(s, Np, Cp);
-  // bf16: every product reads bf16-rounded operands: the weight gradient's rounded in place (its
-  // sums stay float), the input gradient's also copied to bf16 where the bf16 kernels run.
-  const detail::ConvKernels16* k16 = bf16 && dX ? bf16_kernels_for(s.k * Np) : nullptr;
+  const BackwardScratch sa = backward_scratch(s, Np, Cp, detail::conv_amx_scratch());
+  // bf16: every product reads bf16-rounded operands: rounded in place (the float kernels' sums
+  // stay float), and copied to bf16 where the AVX512_BF16 or AMX kernels run.
+  const detail::AmxBrgemm* amx = amx_kernel(bf16);
+  const detail::AmxBrgemm* amx_dw = s.C % 32 == 0 ? amx : nullptr;
+  const detail::ConvKernels16* k16 = bf16 && dX && !amx ? bf16_kernels_for(s.k * Np) : nullptr;
   pad_input(s, in, X, scratch + sa.xp, bf16);
   pad_output_gradient(s, out, dY, y, pool, argmax, Np, bf16, scratch + sa.dyp,
                       k16 ? bf16_at(scratch, sa.dyh) : nullptr);
-  if (dX) input_gradient(s, in, Wt, dX, scratch, sa, Np, Cp, k16, bf16);
+  if (dX && amx) input_gradient_amx(s, in, Wt, dX, scratch, sa, Np, *amx);
+  else if (dX) input_gradient(s, in, Wt, dX, scratch, sa, Np, Cp, k16, bf16);
   float* part = scratch + sa.part;
-  weight_gradient(s, scratch, sa, Np, db != nullptr, part);
+  if (amx_dw) weight_gradient_amx(s, scratch, sa, Np, db != nullptr, part, *amx_dw);
+  else weight_gradient(s, scratch, sa, Np, db != nullptr, part);
   sum_chunks(s, sa, Np, part, dW, db, accumulate);
 }
 

@@ -73,12 +73,49 @@ struct ConvKernels16 {
 };
 const ConvKernels16& conv_kernels_avx512bf16();  // call only where cpu_has_avx512_bf16()
 
+// The AMX batch-reduce GEMM (conv_amx.cpp; its twin on the tile model in conv.cpp): one
+// 32 x 32 float block over the tiles' roles plan (amx/amx_tiles.h),
+//   out(i, j) (+)= sum over t < n, kb < kb[t], p < 32 of  A_t(i, 32 kb + p) * B_t(32 kb + p, j)
+//   A_t(i, p) = a[t][i * lda + p]                    bf16, any row stride (the tile loads' stride)
+//   B_t(p, j) = b[t][(p / 2) * ldb + 2 j + p % 2]    bf16 in pairs of k rows, ldb values a pair row
+// out: 32 x 32 floats, rows 32 apart; accumulate: out is loaded and summed onto. The loops
+// (conv.cpp) read A in place in padded images whose pixels are rows, so every row and column
+// of the block is computed; they store the ones inside the output.
+struct AmxCall {
+  int64_t n = 0;
+  const uint16_t* const* a = nullptr;
+  const uint16_t* const* b = nullptr;
+  const int64_t* kb = nullptr;  // blocks of 32 k per product
+  int64_t lda = 0, ldb = 0;
+  float* out = nullptr;
+  bool accumulate = false;
+};
+using AmxBrgemm = void (*)(const AmxCall&);
+const AmxBrgemm& conv_amx();        // call only where amx_permission_error() is ""
+const AmxBrgemm& conv_amx_model();  // the same program on the tile model (any CPU; tests)
+
+// The kernels bf16 products take (conv.h): chosen once from the bf16 unit (units.h): Amx where
+// it is AMX, Avx512Bf16 where it is AVX512_BF16 and the set is avx512, else Float (the float
+// kernels on rounded operands). Passes and shapes the chosen path does not take run Float:
+// AMX needs k*C (forward), k * Cout rounded to 32 (input gradient) and C (weight gradient) in
+// whole tiles of 32; the AVX512_BF16 kernels an even k*C.
+enum class ConvBf16Path { Float, Avx512Bf16, Amx, AmxModel };
+ConvBf16Path conv_bf16_path();
+const char* to_string(ConvBf16Path p);  // "float", "avx512bf16", "amx", "amx-model"
+// Tests and benchmarks run the paths side by side: forces one (AmxModel on any CPU; Amx and
+// Avx512Bf16 only where they run) until set again. Not while a convolution runs.
+void set_conv_bf16_path(ConvBf16Path p);
+void clear_conv_bf16_path();  // back to the chosen path
+// Whether the scratch sizes hold the AMX operands: where AMX could be the path (a CPU with AMX,
+// or AMX forced), without running the unit probe for a float run.
+bool conv_amx_scratch();
+
 const ConvKernels& conv_kernels_portable();
 const ConvKernels& conv_kernels_avx2();    // call only where cpu_has_avx2_fma()
 const ConvKernels& conv_kernels_avx512();  // call only where cpu_has_avx512()
 
 // The set the convolution runs, chosen on first use (cpu_isa.h: HDDP_CONV_KERNEL, else the
-// widest); its bf16 twin runs where the set is avx512 and the CPU has AVX512_BF16 (conv.cpp).
+// widest); conv_bf16_path() says what bf16 products run on.
 const ConvKernels& conv_kernels();
 
 }  // namespace hddp::detail

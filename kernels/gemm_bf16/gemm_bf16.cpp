@@ -19,9 +19,11 @@
 #include <vector>
 
 #include <hddp/kernels/check.h>
+#include <hddp/kernels/amx/amx_tile_model.h>
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/gemm_bf16/gemm_bf16_ukernel.h>
 #include <hddp/kernels/gemm/gemm_common.h>
+#include <hddp/kernels/units.h>
 
 namespace hddp::detail {
 namespace {
@@ -96,58 +98,26 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
 
 namespace {
 
-// A plain C++ model of the eight AMX tile registers (16 rows x 64 bytes each) and the four
-// operations the tile program uses; the products and sums as tdpbf16ps defines them per
-// element (the pair's two products added to the accumulator in order).
-struct ModelOps {
-  struct Tile {
-    uint8_t row[16][64];
-  };
-  static Tile* tiles() {
-    thread_local Tile t[8];
-    return t;
-  }
-  static void load(int t, const void* p, int64_t stride) {
-    for (int r = 0; r < 16; ++r) std::memcpy(tiles()[t].row[r], static_cast<const uint8_t*>(p) + r * stride, 64);
-  }
-  static void store(int t, void* p, int64_t stride) {
-    for (int r = 0; r < 16; ++r) std::memcpy(static_cast<uint8_t*>(p) + r * stride, tiles()[t].row[r], 64);
-  }
-  static void zero_acc() { std::memset(tiles(), 0, 4 * sizeof(Tile)); }
-  static void load_a(const uint16_t* a0, const uint16_t* a1, int64_t s) { load(4, a0, s), load(5, a1, s); }
-  static void load_b(const uint16_t* b0, const uint16_t* b1, int64_t s) { load(6, b0, s), load(7, b1, s); }
-  static void dpbf16(int c, int a, int b) {
-    for (int m = 0; m < 16; ++m)
-      for (int n = 0; n < 16; ++n) {
-        float acc;
-        std::memcpy(&acc, tiles()[c].row[m] + 4 * n, 4);
-        for (int kp = 0; kp < 16; ++kp)
-          for (int e = 0; e < 2; ++e) {
-            uint16_t x, y;
-            std::memcpy(&x, tiles()[a].row[m] + 4 * kp + 2 * e, 2);
-            std::memcpy(&y, tiles()[b].row[kp] + 4 * n + 2 * e, 2);
-            acc += bf16_value(x) * bf16_value(y);
-          }
-        std::memcpy(tiles()[c].row[m] + 4 * n, &acc, 4);
-      }
-  }
-  static void dot() { dpbf16(0, 4, 6), dpbf16(1, 4, 7), dpbf16(2, 5, 6), dpbf16(3, 5, 7); }
-  static void store_acc(float* c0, float* c1, float* c2, float* c3, int64_t s) {
-    store(0, c0, s), store(1, c1, s), store(2, c2, s), store(3, c3, s);
-  }
-};
-
 void model_ukernel(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c, int64_t ldc) {
-  float out[32 * 32];
-  amx_tile_program<ModelOps>(kpad, a, b, out);
-  amx_store_tile(out, alpha, beta, c, ldc);
+  amx_tile_program<ModelOps>(kpad, a, b, alpha, beta, c, ldc);
 }
 
 constexpr IsaTable<Bf16Kernels> kBf16Sets{
     kGemmBf16Isa, {gemm_bf16_kernels_amx, gemm_bf16_kernels_avx512bf16, gemm_bf16_kernels_portable}};
 
+// HDDP_GEMM_BF16_KERNEL where set, else the set of the bf16 unit (units.h): amx, avx512bf16, or
+// portable (the float GEMM on rounded copies) where neither beats the float FMA.
 const Bf16Kernels& chosen_kernels() {
-  static const Bf16Kernels& k = kBf16Sets.chosen();
+  static const Bf16Kernels& k = [&]() -> const Bf16Kernels& {
+    const char* env = std::getenv(kGemmBf16Isa.env_var);
+    if (env && *env) return kBf16Sets.chosen();
+    switch (bf16_unit()) {
+      case Bf16Unit::Amx: return gemm_bf16_kernels_amx();
+      case Bf16Unit::Avx512Bf16: return gemm_bf16_kernels_avx512bf16();
+      case Bf16Unit::Float: break;
+    }
+    return gemm_bf16_kernels_portable();
+  }();
   return k;
 }
 

@@ -153,19 +153,21 @@ void pack_rows32(const S* X, int64_t rs, int64_t cs, int64_t w, int64_t W, int64
     }
 }
 
-// The AMX micro-kernel's tile program, written once over the tile operations `Ops` provides
-// (the intrinsics in gemm_bf16_amx.cpp, a C++ model in gemm_bf16.cpp; GCC's tile intrinsics
-// take the tile number as a literal, hence one function per tile): a 32 x 32 float tile as four
-// 16 x 16 accumulators (tiles 0-3), two A tiles of 16 rows x 32 k (4, 5) and two B tiles of
-// 16 pairs x 16 columns (6, 7); out is the 32 x 32 result, row stride 32.
-//   Ops::zero_acc()                 tiles 0-3 = 0
-//   Ops::load_a(a0, a1, stride)     tiles 4, 5 (16 rows each; stride in bytes)
-//   Ops::load_b(b0, b1, stride)     tiles 6, 7
-//   Ops::dot()                      0 += 4.6, 1 += 4.7, 2 += 5.6, 3 += 5.7
-//   Ops::store_acc(c0, c1, c2, c3, stride)
+// The AMX micro-kernel's tile program over the tile operations `Ops` (amx/amx_tiles.h: the
+// instructions, or amx/amx_tile_model.h: a C++ model): the 32 x 32 block of C in the four
+// accumulator tiles, per 32 k two A tiles (rows 0-15, 16-31 of the packed rows) and two B tiles
+// (columns 0-15, 16-31 of the packed pairs). alpha 1 with beta 0 or 1 (every call but the
+// caller's first and last scaling) stores the tiles into C (beta 1: loaded first and summed
+// onto); else through a buffer.
 template <class Ops>
-void amx_tile_program(int64_t kpad, const uint16_t* a, const uint16_t* b, float* out) {
-  Ops::zero_acc();
+void amx_tile_program(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c,
+                      int64_t ldc) {
+  alignas(64) float out[32 * 32];
+  const bool direct = alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
+  float* o = direct ? c : out;
+  const int64_t ldo = direct ? ldc : 32;
+  if (direct && beta == 1.0f) Ops::load_acc(o, o + 16, o + 16 * ldo, o + 16 * ldo + 16, 4 * ldo);
+  else Ops::zero_acc();
   for (int64_t kb = 0; kb < kpad / 32; ++kb) {
     const uint16_t* ak = a + kb * 32 * 32;      // 32 rows x 32 k, 64 bytes a row
     const uint16_t* bk = b + kb * 16 * 32 * 2;  // 16 pairs x 32 columns x 2, 128 bytes a pair row
@@ -173,20 +175,17 @@ void amx_tile_program(int64_t kpad, const uint16_t* a, const uint16_t* b, float*
     Ops::load_b(bk, bk + 32, 128);              // columns 0-15, 16-31
     Ops::dot();
   }
-  Ops::store_acc(out, out + 16, out + 16 * 32, out + 16 * 32 + 16, 128);
-}
-
-// out (32 x 32, stride 32) -> c: alpha * out + beta * c over the whole tile.
-inline void amx_store_tile(const float* out, float alpha, float beta, float* c, int64_t ldc) {
+  Ops::store_acc(o, o + 16, o + 16 * ldo, o + 16 * ldo + 16, 4 * ldo);
+  if (direct) return;
   for (int64_t i = 0; i < 32; ++i) {
     float* ci = c + i * ldc;
-    const float* o = out + i * 32;
+    const float* oi = out + i * 32;
     if (beta == 0.0f) {
 #pragma omp simd
-      for (int64_t j = 0; j < 32; ++j) ci[j] = alpha * o[j];
+      for (int64_t j = 0; j < 32; ++j) ci[j] = alpha * oi[j];
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < 32; ++j) ci[j] = alpha * o[j] + beta * ci[j];
+      for (int64_t j = 0; j < 32; ++j) ci[j] = alpha * oi[j] + beta * ci[j];
     }
   }
 }

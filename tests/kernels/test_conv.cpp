@@ -1,8 +1,9 @@
 // The direct convolution (kernels/conv.h) against its naive twin: shapes swept over 0, 1 and odd
 // sizes, every padding, bias and fused ReLU on and off, both activation layouts, the gradients
 // accumulated and overwritten; and bitwise the same for 1, 2 and 3 threads. Run once per
-// micro-kernel set (HDDP_CONV_KERNEL, as ctest registers it); a set this CPU cannot execute
-// exits 77 ("Not Run").
+// micro-kernel set (HDDP_CONV_KERNEL, as ctest registers it), and once per path of the bf16
+// products (HDDP_TEST_CONV_BF16: float, avx512bf16, amx, or amx-model: the AMX loops on the C++
+// model of the tile unit, on any CPU); a set or path this CPU cannot execute exits 77 ("Not Run").
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -15,6 +16,7 @@
 
 #include <hddp/kernels/bf16.h>
 #include <hddp/kernels/conv.h>
+#include <hddp/kernels/conv/conv_ukernel.h>
 #include <hddp/kernels/cpu_isa.h>
 
 using namespace hddp;
@@ -118,15 +120,15 @@ TEST(ConvDirect, AgreesWithNaiveTwin) {
             }
 }
 
-// bf16 products (the bf16 micro-kernel where K = k*C is even and the set is avx512 on a CPU with
-// AVX512_BF16; else the float kernels on rounded operands): every pass against the naive twin on
-// the rounded operands, over odd and even K.
+// bf16 products (on the path under test; shapes it does not take on the float kernels over
+// rounded operands): every pass against the naive twin on the rounded operands, over odd and even
+// K, and channels in whole AMX tiles (C 16 with k 2, C 32) and not.
 TEST(ConvDirect, Bf16AgreesWithNaiveTwinOnRoundedOperands) {
   int n = 0;
   for (int64_t k : {1, 2, 3})
     for (int64_t pad = 0; pad < k; ++pad)
       for (int64_t B : {1, 3})
-        for (int64_t C : {1, 3, 4, 17})
+        for (int64_t C : {1, 3, 4, 16, 17, 32})
           for (int64_t Cout : {5, 33})
             for (int64_t HW : {int64_t(6), int64_t(15)}) {
               const bool odd = (n++ % 2) == 1;
@@ -279,6 +281,25 @@ TEST(ConvDirect, RefusesWhatItDoesNotTake) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const char* path = std::getenv("HDDP_TEST_CONV_BF16"); path && *path) {
+    const std::string p = path;
+    const bool amx = detail::cpu_has_amx_bf16() && detail::amx_permission_error().empty();
+    const bool dp = detail::cpu_has_avx512_bf16() && detail::conv_kernels().blocking->isa == "avx512";
+    if ((p == "amx" && !amx) || (p == "avx512bf16" && !dp)) {
+      std::printf("bf16 path %s: NOT RUN, this CPU (or its OS, or the set) lacks it\n", path);
+      return 77;
+    }
+    using detail::ConvBf16Path;
+    if (p == "amx") detail::set_conv_bf16_path(ConvBf16Path::Amx);
+    else if (p == "amx-model") detail::set_conv_bf16_path(ConvBf16Path::AmxModel);
+    else if (p == "avx512bf16") detail::set_conv_bf16_path(ConvBf16Path::Avx512Bf16);
+    else if (p == "float") detail::set_conv_bf16_path(ConvBf16Path::Float);
+    else {
+      std::printf("HDDP_TEST_CONV_BF16=%s: expected float, avx512bf16, amx or amx-model\n", path);
+      return 2;
+    }
+  }
+  std::printf("bf16 products on: %s\n", detail::to_string(detail::conv_bf16_path()));
   const char* want = std::getenv("HDDP_CONV_KERNEL");
   if (want && *want) {
     const std::string why = detail::isa_unsupported_reason(want, "HDDP_CONV_KERNEL");  // throws if unknown

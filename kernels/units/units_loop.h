@@ -1,10 +1,10 @@
 #pragma once
-// The probe's loop, included by each instruction-set file with its register type.
+// The unit probe's loop, included by each instruction-set file with its register type.
 // 12 accumulators: x = x * m + m keeps each chain dependent on itself only, and the asm
 // barrier stops the compiler from folding or vectorising the chains away.
 #include <cstdint>
 
-namespace hddp::bench::detail {
+namespace hddp::detail {
 
 template <class R, R (*Fma)(R, R, R)>
 int64_t fma_loop(R m, int64_t iters, int lanes) {
@@ -21,4 +21,4 @@ int64_t fma_loop(R m, int64_t iters, int lanes) {
   return iters * 12 * 2 * int64_t(lanes);
 }
 
-}  // namespace hddp::bench::detail
+}  // namespace hddp::detail
