@@ -35,19 +35,30 @@ struct ModelOps {
   static void load_acc(const float* c0, const float* c1, const float* c2, const float* c3, int64_t s) {
     load(0, c0, s), load(1, c1, s), load(2, c2, s), load(3, c3, s);
   }
-  static void load_a(const void* a0, const void* a1, int64_t s) { load(4, a0, s), load(5, a1, s); }
-  static void load_b(const void* b0, const void* b1, int64_t s) { load(6, b0, s), load(7, b1, s); }
+  template <int I>
+  static void load_a(const void* a, int64_t s) {
+    load(4 + I, a, s);
+  }
+  template <int J>
+  static void load_b(const void* b, int64_t s) {
+    load(6 + J, b, s);
+  }
+  // tile c += tile a . tile b, per element in order: the pair's two products onto the sum.
   static void dpbf16(int c, int a, int b) {
     for (int m = 0; m < 16; ++m)
       for (int n = 0; n < 16; ++n) {
         float acc;
         std::memcpy(&acc, tiles()[c].row[m] + 4 * n, 4);
         for (int kp = 0; kp < 16; ++kp)
-          for (int e = 0; e < 2; ++e) acc += value(tiles()[a].row[m] + 4 * kp + 2 * e) * value(tiles()[b].row[kp] + 4 * n + 2 * e);
+          for (int e = 0; e < 2; ++e)
+            acc += value(tiles()[a].row[m] + 4 * kp + 2 * e) * value(tiles()[b].row[kp] + 4 * n + 2 * e);
         std::memcpy(tiles()[c].row[m] + 4 * n, &acc, 4);
       }
   }
-  static void dot() { dpbf16(0, 4, 6), dpbf16(1, 4, 7), dpbf16(2, 5, 6), dpbf16(3, 5, 7); }
+  template <int I, int J>
+  static void dot() {
+    dpbf16(2 * I + J, 4 + I, 6 + J);
+  }
   static void store_acc(float* c0, float* c1, float* c2, float* c3, int64_t s) {
     store(0, c0, s), store(1, c1, s), store(2, c2, s), store(3, c3, s);
   }

@@ -10,9 +10,11 @@
 // (amx_tile_model.h: the same in plain C++, so the programs are tested on any CPU).
 //   Ops::zero_acc()                      tiles 0-3 = 0
 //   Ops::load_acc(c0, c1, c2, c3, stride) tiles 0-3 from memory (16 rows x 16 floats each)
-//   Ops::load_a(a0, a1, stride)          tiles 4, 5 (16 rows each, stride in bytes)
-//   Ops::load_b(b0, b1, stride)          tiles 6, 7
-//   Ops::dot()                           0 += 4.6, 1 += 4.7, 2 += 5.6, 3 += 5.7
+//   Ops::load_a<I>(a, stride)            A tile I (tile 4 + I: 16 rows, stride in bytes)
+//   Ops::load_b<J>(b, stride)            B tile J (tile 6 + J)
+//   Ops::dot<I, J>()                     accumulator 2I + J += A tile I . B tile J
+// A program interleaves the loads and products (load A0, B0, product 00, load B1, product 01,
+// load A1, products 10, 11): each product starts as soon as its two tiles are in.
 //   Ops::store_acc(c0, c1, c2, c3, stride)
 // GCC's tile intrinsics take the tile number as a literal, hence one function per role.
 #include <immintrin.h>
@@ -41,19 +43,23 @@ struct TileOps {
     _tile_loadd(2, c2, stride);
     _tile_loadd(3, c3, stride);
   }
-  static void load_a(const void* a0, const void* a1, int64_t stride) {
-    _tile_loadd(4, a0, stride);
-    _tile_loadd(5, a1, stride);
+  // A tile I (0: tile 4, 1: tile 5), B tile J (0: tile 6, 1: tile 7), accumulator 2I + J.
+  template <int I>
+  static void load_a(const void* a, int64_t stride) {
+    if constexpr (I == 0) _tile_loadd(4, a, stride);
+    else _tile_loadd(5, a, stride);
   }
-  static void load_b(const void* b0, const void* b1, int64_t stride) {
-    _tile_loadd(6, b0, stride);
-    _tile_loadd(7, b1, stride);
+  template <int J>
+  static void load_b(const void* b, int64_t stride) {
+    if constexpr (J == 0) _tile_loadd(6, b, stride);
+    else _tile_loadd(7, b, stride);
   }
+  template <int I, int J>
   static void dot() {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+    if constexpr (I == 0 && J == 0) _tile_dpbf16ps(0, 4, 6);
+    else if constexpr (I == 0) _tile_dpbf16ps(1, 4, 7);
+    else if constexpr (J == 0) _tile_dpbf16ps(2, 5, 6);
+    else _tile_dpbf16ps(3, 5, 7);
   }
   static void store_acc(float* c0, float* c1, float* c2, float* c3, int64_t stride) {
     _tile_stored(0, c0, stride);

@@ -237,13 +237,26 @@ inline uint16_t* bf16_at(float* scratch, int64_t off) { return reinterpret_cast<
 
 // bf16 (conv.h), per row while it is in cache: round rounds it in place; xh, where given, gets
 // its bf16 copy at the same offsets.
+// bf16_only (with xh, NHWC or one channel): xh alone is written, straight from X (xp untouched).
 void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp, bool round = false,
-               uint16_t* xh = nullptr) {
+               uint16_t* xh = nullptr, bool bf16_only = false) {
   const int64_t Wp = s.W + 2 * s.pad, C = s.C;
+  bf16_only = bf16_only && xh && (in == ImageLayout::NHWC || C == 1);
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * s.H * Wp * C > kParallelMin)
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t ih = -s.pad; ih < s.H + s.pad; ++ih) {
       float* row = xp_row(xp, s, b, ih);
+      if (bf16_only) {
+        uint16_t* h = xh + (row - xp);
+        if (ih < 0 || ih >= s.H) {
+          std::fill(h, h + Wp * C, uint16_t(0));
+          continue;
+        }
+        std::fill(h, h + s.pad * C, uint16_t(0));
+        std::fill(h + (s.pad + s.W) * C, h + Wp * C, uint16_t(0));
+        to_bf16(s.W * C, X + (b * s.H + ih) * s.W * C, reinterpret_cast<bf16*>(h + s.pad * C));
+        continue;
+      }
       if (ih < 0 || ih >= s.H) {
         std::fill(row, row + Wp * C, 0.0f);
         continue;
@@ -261,7 +274,7 @@ void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp, bo
       if (round) round_bf16(s.W * C, dst, dst);
       if (xh) to_bf16(Wp * C, row, reinterpret_cast<bf16*>(xh + (row - xp)));
     }
-  if (xh)  // the rows of zeros
+  if (xh && !bf16_only)  // the rows of zeros
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t ih : {int64_t(0), s.H})
         for (int64_t r = 0; r < s.pad; ++r) {
@@ -352,32 +365,50 @@ void check_pool(const char* fn, const ConvShape& s, ImageLayout out, int64_t poo
                     << pool << " OH=" << s.OH() << " OW=" << s.OW());
 }
 
-// best[c], at[c] = x[c], pos where x[c] > best[c] or x[c] is NaN (PyTorch's MaxPool2d rule).
-__attribute__((noinline)) void take_max(int64_t n, const float* __restrict x, float* __restrict best,
-                                        float* __restrict at, float pos) {
-  for (int64_t c = 0; c < n; ++c) {
-    const float v = x[c];
-    const bool take = (v > best[c]) | (v != v);
-    best[c] = take ? v : best[c];
-    at[c] = take ? pos : at[c];
+// Over PW windows (window pw's pixel at x + pw * xs, N channels; best, at: PW x N): best, at =
+// x, pos where x > best or x is NaN (PyTorch's MaxPool2d rule).
+__attribute__((noinline)) void take_max(int64_t PW, int64_t N, const float* __restrict x, int64_t xs,
+                                        float* __restrict best, float* __restrict at, float pos) {
+  for (int64_t pw = 0; pw < PW; ++pw) {
+    const float* xp = x + pw * xs;
+    float* bp = best + pw * N;
+    float* ap = at + pw * N;
+    for (int64_t c = 0; c < N; ++c) {
+      const float v = xp[c];
+      const bool take = (v > bp[c]) | (v != v);
+      bp[c] = take ? v : bp[c];
+      ap[c] = take ? pos : ap[c];
+    }
   }
 }
 
-// d[c] = g[c] where at[c] == pos and y[c] > 0 (or no y), else 0: the pooled gradient routed
-// back to window position pos.
-__attribute__((noinline)) void route(int64_t n, const float* __restrict at, float pos, const float* __restrict g,
+// A row of dYp under pooled row ph, window row r (oh = ph * pool + r): pixel pw * pool + dx (each
+// Np floats at d) gets the pooled gradient g (PW x Cout) where argmax am names (r, dx) and, with
+// y, where y > 0; else 0. Channels Cout.
+__attribute__((noinline)) void route(int64_t PW, int64_t pool, int64_t Cout, int64_t Np, int64_t r,
+                                     const uint8_t* __restrict am, const float* __restrict g,
                                      const float* __restrict y, float* __restrict d) {
-  if (y) {
-    for (int64_t c = 0; c < n; ++c) {
-      const float v = g[c], yv = y[c];
-      d[c] = (at[c] == pos) & (yv > 0.0f) ? v : 0.0f;
+  float at[256];  // a pooled pixel's argmax, widened: float compares and selects vectorise
+  for (int64_t pw = 0; pw < PW; ++pw)
+    for (int64_t c0 = 0; c0 < Cout; c0 += 256) {
+      const int64_t n = std::min<int64_t>(256, Cout - c0), o = pw * Cout + c0;
+      for (int64_t c = 0; c < n; ++c) at[c] = float(am[o + c]);
+      for (int64_t dx = 0; dx < pool; ++dx) {
+        const float pos = float(r * pool + dx);
+        float* dd = d + (pw * pool + dx) * Np + c0;
+        if (y) {
+          for (int64_t c = 0; c < n; ++c) {
+            const float v = g[o + c], yv = y[o + c];
+            dd[c] = (at[c] == pos) & (yv > 0.0f) ? v : 0.0f;
+          }
+        } else {
+          for (int64_t c = 0; c < n; ++c) {
+            const float v = g[o + c];
+            dd[c] = at[c] == pos ? v : 0.0f;
+          }
+        }
+      }
     }
-  } else {
-    for (int64_t c = 0; c < n; ++c) {
-      const float v = g[c];
-      d[c] = at[c] == pos ? v : 0.0f;
-    }
-  }
 }
 
 // The products of one row of output tiles (forward: an output row; input gradient: an input
@@ -449,7 +480,7 @@ Bf16Operands prepare_forward(const ConvShape& s, ImageLayout in, const float* X,
   float* wr = scratch + at.wr;
   uint16_t* xh = copies ? bf16_at(scratch, at.xh) : nullptr;
   uint16_t* wh = copies ? bf16_at(scratch, at.wh) : nullptr;
-  pad_input(s, in, X, xp, bf16 && !copies, xh);
+  pad_input(s, in, X, xp, bf16 && !copies, xh, amx);
   if (amx) std::fill(xh + xp_size(s), xh + xp_size(s) + amx_slack(s, s.C), uint16_t(0));
   reblock_forward(s, Np, Wt, b, wr, scratch + at.bp);
   if (copies) to_pairs(rows, Np, wr, amx ? at.wcols : Np, wh);
@@ -509,16 +540,16 @@ inline void amx_store(const float* out, int64_t v0, int64_t V, int64_t width, in
 
 // The pool x pool windows of rows (pool rows of OW pixels, ldc floats a pixel, N channels) to the
 // pooled row at y and am (PW pixels, Cout values a pixel): the maxima and their window positions.
-// best, at: N floats of the caller's.
+// best, at: PW * N floats of the caller's.
 void pool_rows(const float* rows, int64_t OW, int64_t ldc, int64_t pool, int64_t PW, int64_t N, int64_t Cout,
                float* best, float* at, float* y, uint8_t* am) {
+  std::fill(best, best + PW * N, -std::numeric_limits<float>::infinity());
+  std::fill(at, at + PW * N, 0.0f);
+  for (int64_t w = 0; w < pool * pool; ++w)
+    take_max(PW, N, rows + ((w / pool) * OW + w % pool) * ldc, pool * ldc, best, at, float(w));
   for (int64_t pw = 0; pw < PW; ++pw) {
-    std::fill(best, best + N, -std::numeric_limits<float>::infinity());
-    std::fill(at, at + N, 0.0f);
-    for (int64_t w = 0; w < pool * pool; ++w)
-      take_max(N, rows + ((w / pool) * OW + pw * pool + w % pool) * ldc, best, at, float(w));
-    std::copy(best, best + N, y + pw * Cout);
-    for (int64_t c = 0; c < N; ++c) am[pw * Cout + c] = uint8_t(at[c]);
+    std::copy(best + pw * N, best + (pw + 1) * N, y + pw * Cout);
+    for (int64_t c = 0; c < N; ++c) am[pw * Cout + c] = uint8_t(at[pw * N + c]);
   }
 }
 
@@ -535,7 +566,7 @@ void forward_amx(const ConvShape& s, const detail::AmxBrgemm& f, const Bf16Opera
 #pragma omp parallel if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
   {
     alignas(64) float out[32 * 32];
-    std::vector<float> rows(size_t(pool > 0 ? pool * OW * 32 : 0)), best(32), at(32);
+    std::vector<float> rows(size_t(pool > 0 ? pool * OW * 32 : 0)), best(size_t(OW * 32)), at(size_t(OW * 32));
 #pragma omp for collapse(3) schedule(static)
     for (int64_t bi = 0; bi < s.B; ++bi)
       for (int64_t u = 0; u < tasks_per_image; ++u)
@@ -581,8 +612,8 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
   const int64_t ldc = t.nv * L;
 #pragma omp parallel if (s.B * s.OH() * OW * Cout * k * k * C > kParallelMin)
   {
-    std::vector<float> rows(static_cast<size_t>(pool * OW * ldc)), best(static_cast<size_t>(ldc)),
-        at(static_cast<size_t>(ldc));
+    std::vector<float> rows(static_cast<size_t>(pool * OW * ldc)), best(static_cast<size_t>(OW * ldc)),
+        at(static_cast<size_t>(OW * ldc));
 #pragma omp for collapse(3) schedule(static)
     for (int64_t bi = 0; bi < s.B; ++bi)
       for (int64_t ph = 0; ph < PH; ++ph)
@@ -623,21 +654,15 @@ void pad_output_gradient(const ConvShape& s, ImageLayout out, const float* dY, c
       std::fill(row, row + q * Np, 0.0f);
       std::fill(row + (q + OW) * Np, row + OWq * Np, 0.0f);
       if (pool > 0) {
-        float at[256];  // the argmax of a pooled pixel's channels, widened
+        float* d = row + q * Np;
+        if (oh < PH * pool) {
+          const int64_t o = (bi * PH + oh / pool) * PW * Cout;
+          route(PW, pool, Cout, Np, oh % pool, argmax + o, dY + o, y ? y + o : nullptr, d);
+        }
         for (int64_t ow = 0; ow < OW; ++ow) {
-          float* d = row + (q + ow) * Np;
-          std::fill(d + Cout, d + Np, 0.0f);
-          if (oh >= PH * pool || ow >= PW * pool) {  // no window covers it
-            std::fill(d, d + Cout, 0.0f);
-            continue;
-          }
-          const int64_t o = ((bi * PH + oh / pool) * PW + ow / pool) * Cout;
-          const float pos = float((oh % pool) * pool + ow % pool);
-          for (int64_t c0 = 0; c0 < Cout; c0 += 256) {
-            const int64_t n = std::min<int64_t>(256, Cout - c0);
-            for (int64_t c = 0; c < n; ++c) at[c] = float(argmax[o + c0 + c]);
-            route(n, at, pos, dY + o + c0, y ? y + o + c0 : nullptr, d + c0);
-          }
+          float* dd = d + ow * Np;
+          if (oh >= PH * pool || ow >= PW * pool) std::fill(dd, dd + Cout, 0.0f);  // no window covers it
+          std::fill(dd + Cout, dd + Np, 0.0f);
         }
         row_done(row);
         continue;
@@ -836,27 +861,49 @@ void weight_gradient_amx(const ConvShape& s, float* scratch, const BackwardScrat
   const float* dyp = scratch + sa.dyp;
   uint16_t* xt = bf16_at(scratch, sa.xt);
   uint16_t* dyv = bf16_at(scratch, sa.dyv);
-  // XT[b][ci][p] = xp[b][p][ci], zeros from P to Ps; 32 pixels at a time.
+  // Both copies from operands already rounded to bf16 (pad_input, pad_output_gradient): a value's
+  // bf16 is its top 16 bits.
+  // XT[b][ci][p] = xp[b][p][ci], zeros from P to Ps: blocks of 32 pixels x 32 channels through a
+  // transpose in registers' reach.
   const int64_t pblocks = (g.Ps + 31) / 32;
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * C * g.Ps > kParallelMin)
   for (int64_t bi = 0; bi < s.B; ++bi)
-    for (int64_t pb = 0; pb < pblocks; ++pb)
-      for (int64_t ci = 0; ci < C; ++ci) {
-        uint16_t* d = xt + (bi * C + ci) * g.Ps;
-        for (int64_t p = pb * 32; p < std::min(g.Ps, pb * 32 + 32); ++p)
-          d[p] = p < P ? to_bf16(xp[(bi * P + p) * C + ci]).bits : uint16_t(0);
+    for (int64_t pb = 0; pb < pblocks; ++pb) {
+      const int64_t p0 = pb * 32, np = std::max<int64_t>(0, std::min<int64_t>(32, P - p0));
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(xp) + (bi * P + p0) * C;
+      for (int64_t c0 = 0; c0 < C; c0 += 32) {
+        uint16_t block[32][32];  // [ci][p]
+        for (int64_t p = 0; p < 32; ++p)
+          for (int64_t c = 0; c < 32; ++c) block[c][p] = p < np ? uint16_t(src[p * C + c0 + c] >> 16) : uint16_t(0);
+        for (int64_t c = 0; c < 32; ++c) {
+          uint16_t* d = xt + (bi * C + c0 + c) * g.Ps + p0;
+          std::copy(block[c], block[c] + std::min<int64_t>(32, g.Ps - p0), d);
+        }
       }
-  // dyv[b][v / 2][co][v % 2] = dY(oh, ow) for v = oh * Wp + ow, ow < OW, oh < OH; else 0.
+    }
+  // dyv[b][v / 2][co][v % 2] = dY(oh, ow) for v = oh * Wp + ow, ow < OW, oh < OH; else 0: per
+  // pixel pair one 32-bit word per channel, the two pixels' top halves.
   const int64_t OWq = OW + 2 * q;
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * Vb * Nq > kParallelMin)
   for (int64_t bi = 0; bi < s.B; ++bi)
     for (int64_t vp = 0; vp < Vb / 2; ++vp) {
-      uint16_t* d = dyv + (bi * Vb / 2 + vp) * 2 * Nq;
+      uint32_t* d = reinterpret_cast<uint32_t*>(dyv) + (bi * Vb / 2 + vp) * Nq;
+      const uint32_t* src[2];
       for (int64_t e = 0; e < 2; ++e) {
         const int64_t v = 2 * vp + e, oh = v / Wp, ow = v % Wp;
-        const float* src = oh < OH && ow < OW ? dyp + ((bi * OH + oh) * OWq + q + ow) * Np : nullptr;
-        for (int64_t co = 0; co < Nq; ++co) d[2 * co + e] = src && co < Np ? to_bf16(src[co]).bits : uint16_t(0);
+        src[e] = oh < OH && ow < OW ? reinterpret_cast<const uint32_t*>(dyp) + ((bi * OH + oh) * OWq + q + ow) * Np
+                                    : nullptr;
       }
+      if (src[0] && src[1]) {
+        for (int64_t co = 0; co < Np; ++co) d[co] = (src[0][co] >> 16) | (src[1][co] & 0xffff0000u);
+      } else if (src[0] || src[1]) {
+        const bool hi = src[1] != nullptr;
+        const uint32_t* x = hi ? src[1] : src[0];
+        for (int64_t co = 0; co < Np; ++co) d[co] = hi ? (x[co] & 0xffff0000u) : (x[co] >> 16);
+      } else {
+        std::fill(d, d + Np, 0u);
+      }
+      std::fill(d + Np, d + Nq, 0u);
     }
   const int64_t cblocks = C / 32, nblocks = Nq / 32, tiles = k * k * cblocks * nblocks;
 #pragma omp parallel if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
@@ -889,25 +936,30 @@ void weight_gradient_amx(const ConvShape& s, float* scratch, const BackwardScrat
   }
 }
 
-// The chunks' parts added in order into PyTorch's (Cout, C, k, k) and db.
-void sum_chunks(const ConvShape& s, const BackwardScratch& sa, int64_t Np, const float* part, float* dW, float* db,
+// The chunks' parts added in order (into chunk 0's), then into PyTorch's (Cout, C, k, k) and db.
+void sum_chunks(const ConvShape& s, const BackwardScratch& sa, int64_t Np, float* part, float* dW, float* db,
                 bool accumulate) {
   const int64_t C = s.C, k = s.k, Cout = s.Cout, chunks = sa.chunks, part_size = sa.part_size;
-#pragma omp parallel for schedule(static) if (chunks * Cout * C * k * k > kParallelMin)
+  // Chunk 0's part becomes the sum, 0 + part 0 + part 1 + ... in order (contiguous: vectorised).
+#pragma omp parallel for schedule(static) if (chunks * part_size > kParallelMin)
+  for (int64_t i0 = 0; i0 < part_size; i0 += 1024) {
+    const int64_t n = std::min<int64_t>(1024, part_size - i0);
+    float* sum = part + i0;
+    for (int64_t i = 0; i < n; ++i) sum[i] = 0.0f + sum[i];
+    for (int64_t ch = 1; ch < chunks; ++ch) {
+      const float* p = part + ch * part_size + i0;
+      for (int64_t i = 0; i < n; ++i) sum[i] += p[i];
+    }
+  }
+#pragma omp parallel for schedule(static) if (Cout * C * k * k > kParallelMin)
   for (int64_t co = 0; co < Cout; ++co) {
     for (int64_t ci = 0; ci < C; ++ci)
       for (int64_t ki = 0; ki < k; ++ki)
         for (int64_t kj = 0; kj < k; ++kj) {
-          float v = 0.0f;
-          for (int64_t ch = 0; ch < chunks; ++ch) v += part[ch * part_size + ((ki * k + kj) * C + ci) * Np + co];
           float& d = dW[((co * C + ci) * k + ki) * k + kj];
-          d = (accumulate ? d : 0.0f) + v;
+          d = (accumulate ? d : 0.0f) + part[((ki * k + kj) * C + ci) * Np + co];
         }
-    if (db) {
-      float v = 0.0f;
-      for (int64_t ch = 0; ch < chunks; ++ch) v += part[ch * part_size + k * k * C * Np + co];
-      db[co] = (accumulate ? db[co] : 0.0f) + v;
-    }
+    if (db) db[co] = (accumulate ? db[co] : 0.0f) + part[k * k * C * Np + co];
   }
 }
 

@@ -19,9 +19,14 @@ void amx_brgemm(const AmxCall& c) {
     for (int64_t kb = 0; kb < c.kb[t]; ++kb) {
       const uint16_t* a = c.a[t] + kb * 32;
       const uint16_t* b = c.b[t] + kb * 16 * c.ldb;
-      Ops::load_a(a, a + 16 * c.lda, 2 * c.lda);
-      Ops::load_b(b, b + 32, 2 * c.ldb);
-      Ops::dot();
+      Ops::template load_a<0>(a, 2 * c.lda);
+      Ops::template load_b<0>(b, 2 * c.ldb);
+      Ops::template dot<0, 0>();
+      Ops::template load_b<1>(b + 32, 2 * c.ldb);
+      Ops::template dot<0, 1>();
+      Ops::template load_a<1>(a + 16 * c.lda, 2 * c.lda);
+      Ops::template dot<1, 0>();
+      Ops::template dot<1, 1>();
     }
   Ops::store_acc(o, o + 16, o + 16 * 32, o + 16 * 32 + 16, 128);
 }

@@ -117,7 +117,7 @@ struct Bf16Blocking {
 inline constexpr Bf16Blocking kBf16Avx512{14, 32, 2, 14 * 12, 512, 4096};
 // AMX: the tile program's 32 x 32 float tile (four 16 x 16 accumulator tiles); KU 32 (one tile
 // row of A holds 32 k, 64 bytes).
-inline constexpr Bf16Blocking kBf16Amx{32, 32, 32, 256, 512, 1024};
+inline constexpr Bf16Blocking kBf16Amx{32, 32, 32, 256, 256, 1024};
 
 }  // namespace hddp::detail
 

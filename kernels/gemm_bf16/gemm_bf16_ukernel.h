@@ -171,9 +171,17 @@ void amx_tile_program(int64_t kpad, const uint16_t* a, const uint16_t* b, float 
   for (int64_t kb = 0; kb < kpad / 32; ++kb) {
     const uint16_t* ak = a + kb * 32 * 32;      // 32 rows x 32 k, 64 bytes a row
     const uint16_t* bk = b + kb * 16 * 32 * 2;  // 16 pairs x 32 columns x 2, 128 bytes a pair row
-    Ops::load_a(ak, ak + 16 * 32, 64);          // rows 0-15, 16-31
-    Ops::load_b(bk, bk + 32, 128);              // columns 0-15, 16-31
-    Ops::dot();
+    // The next A micro-panel (the loops pack them one after another) into L1 while this one
+    // runs: the tiles read 64 bytes a cycle at full rate, more than L2 gives on demand.
+    for (int64_t line = 0; line < 32 * 32 * 2; line += 64) __builtin_prefetch(reinterpret_cast<const char*>(ak + 32 * kpad) + line);
+    Ops::template load_a<0>(ak, 64);             // rows 0-15
+    Ops::template load_b<0>(bk, 128);            // columns 0-15
+    Ops::template dot<0, 0>();
+    Ops::template load_b<1>(bk + 32, 128);       // columns 16-31
+    Ops::template dot<0, 1>();
+    Ops::template load_a<1>(ak + 16 * 32, 64);   // rows 16-31
+    Ops::template dot<1, 0>();
+    Ops::template dot<1, 1>();
   }
   Ops::store_acc(o, o + 16, o + 16 * ldo, o + 16 * ldo + 16, 4 * ldo);
   if (direct) return;
