@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <hddp/core/util.h>  // exact_string, user_message
+#include <hddp/kernels/units.h>
 #include "common/driver_setup.h"
 
 namespace hddp::cli {
@@ -57,8 +58,11 @@ void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs,
       ->check(number(0, 1e30))->type_name("X")->group(g);
   app.add_option("--precision", o.precision, "float | bf16: the Linear and Conv2d products read their inputs\n"
                                               "and weights rounded to bf16 and sum in float (PyTorch's CPU\n"
-                                              "autocast; AMX or AVX512_BF16 where the CPU has them); activations,\n"
-                                              "loss, optimizer and master weights stay float")
+                                              "autocast); activations, loss, optimizer and master weights stay\n"
+                                              "float. The products run on the unit measured fastest at start-up:\n"
+                                              "AMX, AVX512_BF16, or the float kernels where neither beats the\n"
+                                              "float FMA by 1.25x (HDDP_BF16_UNIT=amx|avx512bf16|float forces\n"
+                                              "one); the run prints the unit and its measured rates")
       ->transform(named({Precision::Float, Precision::Bf16}))->default_str(to_string(o.precision))
       ->type_name("NAME")->group(g);
   app.add_option("--seed", o.seed, "seed of the weights and the samples")->check(integer(0, INT64_MAX))->type_name("N")->group(g);
@@ -175,6 +179,15 @@ std::map<std::string, std::string> identity_of(const TrainingOptions& o) {
   if (o.clip_grad_norm > 0) id["clip_grad_norm"] = exact_string(o.clip_grad_norm);
   if (o.precision != Precision::Float) id["precision"] = to_string(o.precision);
   return id;
+}
+
+std::string precision_report(const TrainingOptions& o) {
+  if (o.precision == Precision::Float) return "";
+  try {
+    return "bf16 products on " + bf16_unit_report();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 }  // namespace hddp::cli

@@ -68,6 +68,9 @@ void check_options(const CLI::App& app, const ParallelOptions& p, const Checkpoi
 
 // The optimizer the options ask for, over n values.
 std::unique_ptr<Optimizer<float>> make_optimizer(const TrainingOptions& o, int64_t n);
+// --precision bf16: "bf16 products on <unit> (<why>)" (kernels/units.h, the unit chosen by the
+// measured rates or HDDP_BF16_UNIT); float: "". A bad HDDP_BF16_UNIT throws UsageError.
+std::string precision_report(const TrainingOptions& o);
 // The learning rate of every step of a run of total_steps optimizer steps (--lr, --lr-schedule,
 // --warmup); throws UsageError naming the option when they do not fit that length.
 LrSchedule make_schedule(const TrainingOptions& o, int64_t total_steps);

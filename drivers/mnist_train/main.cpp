@@ -110,6 +110,12 @@ int run(Env& env, const Options& o) {
   }
   hddp::Sequential<float>& model = *net;
   model.set_precision(o.precision);
+  std::string unit;
+  try {
+    unit = hddp::cli::precision_report(o);
+  } catch (const hddp::cli::UsageError& e) {
+    return usage_error(env, e.what());
+  }
   const std::unique_ptr<hddp::Optimizer<float>> opt = hddp::cli::make_optimizer(o, model.num_params());
   const hddp::DistributedSampler sampler(train.count, o.seed, rank, size);
   const int64_t spe = sampler.steps(o.batch_size);
@@ -131,6 +137,7 @@ int run(Env& env, const Options& o) {
   if (env.root())
     std::printf("model: %s (%lld parameters); %d rank(s) x %d thread(s), batch %lld per rank, %lld steps per epoch\n",
                 model.describe().c_str(), (long long)model.num_params(), size, threads, (long long)o.batch_size, (long long)spe);
+  if (env.root() && !unit.empty()) std::printf("precision: %s\n", unit.c_str());
   std::unique_ptr<hddp::JsonLines> stats;
   if (env.root() && !o.stats_json.empty()) stats = std::make_unique<hddp::JsonLines>(o.stats_json);
   if (stats && autosized) stats->write_line(hddp::drivers::autosize_json(*autosized));

@@ -6,6 +6,7 @@
 #include <hddp/core/safetensors.h>
 #include <hddp/core/util.h>
 #include <hddp/kernels/gemm_bf16.h>
+#include <hddp/kernels/units.h>
 #include <hddp/train/plot.h>
 
 namespace mnist {
@@ -72,6 +73,7 @@ void write_results(const Options& o, const hddp::MetricsTable& metrics, const hd
                  {"test_accuracy", last.accuracy}, {"target_accuracy", o.target}, {"target_epoch", reached >= 0 ? reached + 1 : int64_t(-1)},
                  {"target_train_s", reached >= 0 ? metrics.at(size_t(reached), "elapsed_train_s") : -1.0},
                  {"precision", hddp::to_string(o.precision)}, {"bf16_kernel", hddp::gemm_bf16_kernel_name()},
+                 {"bf16_unit", o.precision == hddp::Precision::Bf16 ? hddp::to_string(hddp::bf16_unit()) : "none"},
                  {"grad_dtype", o.bf16_grads ? "bf16" : "float"}, {"allreduce_bytes_per_step", ddp.reducer().stats().bytes_per_step}});
     stats->close();
   }
