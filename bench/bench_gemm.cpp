@@ -122,12 +122,43 @@ void register_all(const char* prec, const std::vector<hddp::bench::Anchor>& anch
           std::string("/") + c.name);
 }
 
-// bf16 products (kernels/gemm_bf16.h), float inputs rounded as they are packed (what a layer in
-// Precision::Bf16 runs): "gemm/hddp-bf16/h/..." on the set chosen for this CPU, and one row per
+// bf16 products (kernels/gemm_bf16.h): "gemm/hddp-bf16/h/..." float inputs rounded as they are
+// packed (what a layer in Precision::Bf16 runs), ".../b/..." bf16 inputs (what PyTorch's bf16
+// matmul takes: bench/gemm/matmul_pytorch.py), on the set chosen for this CPU, and one row per
 // set this CPU runs ("hddp-avx512bf16", "hddp-amx"), beside the float rows of the same shapes.
 // Checked against the naive twin (sums in another order: a relative 1e-5 of K) before timing.
 using Bf16Fn = void (*)(Trans, Trans, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                         float, float*, int64_t);
+using Bf16InFn = void (*)(Trans, Trans, int64_t, int64_t, int64_t, float, const hddp::bf16*, int64_t,
+                          const hddp::bf16*, int64_t, float, float*, int64_t);
+
+void run_bf16_inputs(benchmark::State& state, Bf16InFn fn, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K) {
+  std::vector<float> A(M * K), B(K * N), C(M * N), want(M * N);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (auto& x : A) x = d(rng);
+  for (auto& x : B) x = d(rng);
+  std::vector<hddp::bf16> Ah(A.size()), Bh(B.size());
+  hddp::to_bf16(int64_t(A.size()), A.data(), Ah.data());
+  hddp::to_bf16(int64_t(B.size()), B.data(), Bh.data());
+  const int64_t lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
+  fn(ta, tb, M, N, K, 1.0f, Ah.data(), lda, Bh.data(), ldb, 0.0f, C.data(), N);
+  if (M * N * K <= int64_t(256) * 1024 * 1024) {
+    hddp::detail::gemm_bf16_naive(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, want.data(), N);
+    for (int64_t i = 0; i < M * N; ++i)
+      if (std::fabs(C[i] - want[i]) > 1e-5 * double(K)) {
+        state.SkipWithError(("wrong results at " + std::to_string(i)).c_str());
+        return;
+      }
+  }
+  for (auto _ : state) {
+    fn(ta, tb, M, N, K, 1.0f, Ah.data(), lda, Bh.data(), ldb, 0.0f, C.data(), N);
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * M * N * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = omp_get_max_threads();
+}
 
 void run_bf16(benchmark::State& state, Bf16Fn fn, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K) {
   std::vector<float> A(M * K), B(K * N), C(M * N), want(M * N);
@@ -156,22 +187,40 @@ void run_bf16(benchmark::State& state, Bf16Fn fn, Trans ta, Trans tb, int64_t M,
 }
 
 template <const hddp::detail::Bf16Kernels& (*Set)()>
+void bf16_inputs_on(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const hddp::bf16* A, int64_t lda,
+                    const hddp::bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  hddp::detail::gemm_bf16_with(Set(), ta, tb, M, N, K, alpha, reinterpret_cast<const uint16_t*>(A), lda,
+                               reinterpret_cast<const uint16_t*>(B), ldb, beta, C, ldc);
+}
+
+template <const hddp::detail::Bf16Kernels& (*Set)()>
 void bf16_on(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   hddp::detail::gemm_bf16_with(Set(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void register_bf16() {
-  std::vector<std::pair<std::string, Bf16Fn>> sets{{"hddp-bf16", &hddp::gemm_bf16}};
+  struct Set {
+    std::string name;
+    Bf16Fn fn;
+    Bf16InFn in_fn;
+  };
+  std::vector<Set> sets{{"hddp-bf16", &hddp::gemm_bf16, &hddp::gemm_bf16}};
   if (hddp::gemm_bf16_unsupported_reason("avx512bf16").empty())
-    sets.push_back({"hddp-avx512bf16", &bf16_on<hddp::detail::gemm_bf16_kernels_avx512bf16>});
-  if (hddp::gemm_bf16_unsupported_reason("amx").empty()) sets.push_back({"hddp-amx", &bf16_on<hddp::detail::gemm_bf16_kernels_amx>});
+    sets.push_back({"hddp-avx512bf16", &bf16_on<hddp::detail::gemm_bf16_kernels_avx512bf16>,
+                    &bf16_inputs_on<hddp::detail::gemm_bf16_kernels_avx512bf16>});
+  if (hddp::gemm_bf16_unsupported_reason("amx").empty())
+    sets.push_back({"hddp-amx", &bf16_on<hddp::detail::gemm_bf16_kernels_amx>,
+                    &bf16_inputs_on<hddp::detail::gemm_bf16_kernels_amx>});
   auto add = [&](const std::string& tname, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const std::string& suffix) {
-    for (auto& [sname, fn] : sets) {
-      const std::string name = "gemm/" + sname + "/h/" + tname + "/" + std::to_string(M) + "x" + std::to_string(N) +
-                               "x" + std::to_string(K) + suffix;
-      benchmark::RegisterBenchmark(name.c_str(), [=, fn = fn](benchmark::State& st) { run_bf16(st, fn, ta, tb, M, N, K); })
-          ->UseRealTime();
+    const std::string shape = tname + "/" + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + suffix;
+    for (const Set& set : sets) {
+      benchmark::RegisterBenchmark(("gemm/" + set.name + "/h/" + shape).c_str(), [=, fn = set.fn](benchmark::State& st) {
+        run_bf16(st, fn, ta, tb, M, N, K);
+      })->UseRealTime();
+      benchmark::RegisterBenchmark(("gemm/" + set.name + "/b/" + shape).c_str(), [=, fn = set.in_fn](benchmark::State& st) {
+        run_bf16_inputs(st, fn, ta, tb, M, N, K);
+      })->UseRealTime();
     }
   };
   const Shape shapes[] = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}, {256, 1024, 1024}};

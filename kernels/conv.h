@@ -23,10 +23,17 @@
 //
 // bf16 = true runs the products as PyTorch's CPU autocast does: every product reads its operands
 // rounded to bf16 (bf16.h) and sums in float; the output, the gradients and the bias stay float.
-// With the avx512 set on a CPU with AVX512_BF16 the forward and the input gradient run a bf16
-// micro-kernel (vdpbf16ps over bf16 copies of the padded input or dY and the weights in pairs of
-// k rows; K = k*C must be even, else the float kernels on the rounded operands); the weight
-// gradient runs the float kernels on rounded operands.
+// The products run on the bf16 unit chosen for this CPU by measured rates (units.h):
+//   amx         AMX tiles (conv/conv_amx.cpp), activations read in place as rows of "virtual"
+//               pixels (an image's padded rows one after another, the columns past the output
+//               computed in whole tiles and dropped): the forward (pooling fused) where k*C fills
+//               whole tiles of 32, the input gradient (as a forward over dY padded by k-1-pad),
+//               the weight gradient where C does (the padded input channel-major against dY in
+//               pixel pairs, per chunk of images as the float pass)
+//   avx512bf16  vdpbf16ps on bf16 copies (the forward and the input gradient, K = k*C even)
+//   float       the float kernels on the rounded operands (every pass and shape the others skip,
+//               e.g. a first layer of one channel, which would fill 1 of a tile's 32 rows)
+// Every path gives the same result for any thread count; paths differ in their sums' order.
 #include <cstdint>
 #include <string>
 

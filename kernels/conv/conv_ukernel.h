@@ -5,6 +5,8 @@
 //   conv_portable.cpp  plain C++, any CPU
 //   conv_avx2.cpp      AVX2+FMA
 //   conv_avx512.cpp    AVX-512F
+// and for bf16 products conv_avx512bf16.cpp (AVX512_BF16) and conv_amx.cpp (AMX tiles: the tile
+// program of conv_amx_program.h; the same program on the tile model in conv.cpp).
 //
 // One call computes an MR x (NV*L) tile
 //   acc(i, j) = sum over t < n, p < k[t] of  A_t(i, p) * B_t(p, j)
