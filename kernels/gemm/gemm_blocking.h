@@ -116,8 +116,11 @@ struct Bf16Blocking {
 // the broadcast pair of A; KU 2 (one vdpbf16ps adds a k pair); MC 12 micro-panels.
 inline constexpr Bf16Blocking kBf16Avx512{14, 32, 2, 14 * 12, 512, 4096};
 // AMX: the tile program's 32 x 32 float tile (four 16 x 16 accumulator tiles); KU 32 (one tile
-// row of A holds 32 k, 64 bytes).
-inline constexpr Bf16Blocking kBf16Amx{32, 32, 32, 256, 256, 1024};
+// row of A holds 32 k, 64 bytes). KC 1024: C's tiles are loaded and stored once per KC, and at
+// KC 256 that traffic took a third of the kernel's time (1024^3, C out of cache); measured on an
+// Intel Xeon (family 6 model 167), one thread: KC 256 / 512 / 1024 gave 536 / 628 / 819 GFLOP/s
+// at 1024^3 and 481 / 593 / 725 at 2048^3 (bf16 inputs).
+inline constexpr Bf16Blocking kBf16Amx{32, 32, 32, 256, 1024, 1024};
 
 }  // namespace hddp::detail
 

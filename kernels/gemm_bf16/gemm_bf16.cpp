@@ -47,6 +47,7 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
   const int64_t nc_max = ceil_div(std::min(N, bl.NC), bl.NR) * bl.NR;
   std::vector<uint16_t> bpack(size_t(nc_max * kpad_max));
   const int threads = 2 * M * N * K >= kParallelFlops ? omp_get_max_threads() : 1;
+  const bool in_place = std::is_same_v<S, uint16_t> && k.a_in_place && as.cs == 1;
 
 #pragma omp parallel num_threads(threads)
   {
@@ -62,6 +63,7 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
           pack_b(B + (jc + jp * bl.NR) * bs.rs + pc * bs.cs, bs.rs, bs.cs, std::min(bl.NR, nc - jp * bl.NR), bl.NR,
                  kc, kpad, bpack.data() + jp * bl.NR * kpad);
         const float bet = pc == 0 ? beta : 1.0f;
+        const bool a_direct = in_place && kc % bl.KU == 0;  // A's full panels read in place
         const int64_t mblocks = ceil_div(M, bl.MC);
         const int64_t groups = std::min(npanels, ceil_div(nthreads, mblocks));
 #pragma omp for schedule(static)
@@ -69,20 +71,24 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
           const int64_t ic = task / groups * bl.MC, g = task % groups;
           const int64_t mc = std::min(bl.MC, M - ic), mpanels = ceil_div(mc, bl.MR);
           for (int64_t ip = 0; ip < mpanels; ++ip)
-            pack_a(A + (ic + ip * bl.MR) * as.rs + pc * as.cs, as.rs, as.cs, std::min(bl.MR, mc - ip * bl.MR), bl.MR,
+            if (!a_direct || std::min(bl.MR, mc - ip * bl.MR) < bl.MR)
+              pack_a(A + (ic + ip * bl.MR) * as.rs + pc * as.cs, as.rs, as.cs, std::min(bl.MR, mc - ip * bl.MR), bl.MR,
                    kc, kpad, apack.data() + ip * bl.MR * kpad);
           for (int64_t jp = g * npanels / groups; jp < (g + 1) * npanels / groups; ++jp) {  // loop 2
             const uint16_t* b = bpack.data() + jp * bl.NR * kpad;
             const int64_t n = std::min(bl.NR, nc - jp * bl.NR);
             for (int64_t ip = 0; ip < mpanels; ++ip) {  // loop 1
-              const uint16_t* a = apack.data() + ip * bl.MR * kpad;
               const int64_t m = std::min(bl.MR, mc - ip * bl.MR);
+              const bool direct = a_direct && m == bl.MR;
+              const uint16_t* a = direct ? reinterpret_cast<const uint16_t*>(A) + (ic + ip * bl.MR) * as.rs + pc
+                                         : apack.data() + ip * bl.MR * kpad;
+              const int64_t a_rs = direct ? as.rs : bl.KU, a_ks = direct ? bl.KU : bl.MR * bl.KU;
               float* c = C + (ic + ip * bl.MR) * ldc + jc + jp * bl.NR;
               if (m == bl.MR && n == bl.NR) {
-                k.ukernel(kpad, a, b, alpha, bet, c, ldc);
+                k.ukernel(kpad, a, a_rs, a_ks, b, alpha, bet, c, ldc);
                 continue;
               }
-              k.ukernel(kpad, a, b, 1.0f, 0.0f, edge.data(), bl.NR);
+              k.ukernel(kpad, a, a_rs, a_ks, b, 1.0f, 0.0f, edge.data(), bl.NR);
               for (int64_t i = 0; i < m; ++i)
                 for (int64_t j = 0; j < n; ++j) {
                   const float s = alpha * edge[size_t(i * bl.NR + j)];
@@ -98,8 +104,9 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
 
 namespace {
 
-void model_ukernel(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c, int64_t ldc) {
-  amx_tile_program<ModelOps>(kpad, a, b, alpha, beta, c, ldc);
+void model_ukernel(int64_t kpad, const uint16_t* a, int64_t a_rs, int64_t a_ks, const uint16_t* b, float alpha,
+                   float beta, float* c, int64_t ldc) {
+  amx_tile_program<ModelOps>(kpad, a, a_rs, a_ks, b, alpha, beta, c, ldc);
 }
 
 constexpr IsaTable<Bf16Kernels> kBf16Sets{
@@ -133,7 +140,7 @@ void dispatch(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, 
 
 const Bf16Kernels& amx_model_kernels() {
   static const Bf16Kernels k{"amx-model",          kBf16Amx,         model_ukernel,
-                             pack_rows32<float>, pack_pairs<float>, pack_rows32<uint16_t>, pack_pairs<uint16_t>};
+                             pack_rows32<float>, pack_pairs<float>, pack_rows32<uint16_t>, pack_pairs<uint16_t>, true};
   return k;
 }
 

@@ -11,16 +11,17 @@
 namespace hddp::detail {
 namespace {
 
-void amx_ukernel(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c, int64_t ldc) {
+void amx_ukernel(int64_t kpad, const uint16_t* a, int64_t a_rs, int64_t a_ks, const uint16_t* b, float alpha,
+                 float beta, float* c, int64_t ldc) {
   amx_configure_tiles();
-  amx_tile_program<TileOps>(kpad, a, b, alpha, beta, c, ldc);
+  amx_tile_program<TileOps>(kpad, a, a_rs, a_ks, b, alpha, beta, c, ldc);
 }
 
 }  // namespace
 
 const Bf16Kernels& gemm_bf16_kernels_amx() {
   static const Bf16Kernels k{"amx",           kBf16Amx,         amx_ukernel,
-                             pack_rows32<float>, pack_pairs<float>, pack_rows32<uint16_t>, pack_pairs<uint16_t>};
+                             pack_rows32<float>, pack_pairs<float>, pack_rows32<uint16_t>, pack_pairs<uint16_t>, true};
   return k;
 }
 

@@ -14,8 +14,8 @@ namespace {
 constexpr int64_t kMR = kBf16Avx512.MR, kNR = kBf16Avx512.NR;  // the tile below holds kNR = 2 zmm
 static_assert(kNR == 32 && kBf16Avx512.KU == 2);
 
-void ukernel_14x32(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c,
-                   int64_t ldc) {
+void ukernel_14x32(int64_t kpad, const uint16_t* a, int64_t, int64_t, const uint16_t* b, float alpha, float beta,
+                   float* c, int64_t ldc) {  // A always packed (a_in_place false)
   __m512 acc[kMR][2];
   for (int64_t i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kpad / 2; ++p) {

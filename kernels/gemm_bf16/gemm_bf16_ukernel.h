@@ -33,9 +33,10 @@ using PackFn = void (*)(const S* X, int64_t rs, int64_t cs, int64_t w, int64_t W
                         uint16_t* dst);
 
 // The MR x NR tile at c (row stride ldc) becomes alpha * (a . b) + beta * c (beta == 0: c is not
-// read), over kpad (a multiple of KU) packed k.
-using Bf16UKernel = void (*)(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c,
-                             int64_t ldc);
+// read), over kpad (a multiple of KU) packed k. A as packed (AMX: a_rs 32, a_ks MR * 32), or, where
+// the set reads A in place (a_in_place below), rows a_rs values apart, 32 k a_ks = 32 further.
+using Bf16UKernel = void (*)(int64_t kpad, const uint16_t* a, int64_t a_rs, int64_t a_ks, const uint16_t* b,
+                             float alpha, float beta, float* c, int64_t ldc);
 
 // A set; the portable one has no micro-kernel (ukernel nullptr: gemm_bf16_portable runs it).
 struct Bf16Kernels {
@@ -44,6 +45,9 @@ struct Bf16Kernels {
   Bf16UKernel ukernel;
   PackFn<float> pack_a_f, pack_b_f;
   PackFn<uint16_t> pack_a_h, pack_b_h;
+  // bf16 A with rows contiguous in k is read in place (the tiles load any row stride): whole
+  // MR-row panels over a kc of whole KU blocks; the rest is packed.
+  bool a_in_place = false;
 };
 
 const Bf16Kernels& gemm_bf16_kernels_amx();         // call only where amx_permission_error() is ""
@@ -160,8 +164,8 @@ void pack_rows32(const S* X, int64_t rs, int64_t cs, int64_t w, int64_t W, int64
 // caller's first and last scaling) stores the tiles into C (beta 1: loaded first and summed
 // onto); else through a buffer.
 template <class Ops>
-void amx_tile_program(int64_t kpad, const uint16_t* a, const uint16_t* b, float alpha, float beta, float* c,
-                      int64_t ldc) {
+void amx_tile_program(int64_t kpad, const uint16_t* a, int64_t a_rs, int64_t a_ks, const uint16_t* b, float alpha,
+                      float beta, float* c, int64_t ldc) {
   alignas(64) float out[32 * 32];
   const bool direct = alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
   float* o = direct ? c : out;
@@ -169,17 +173,14 @@ void amx_tile_program(int64_t kpad, const uint16_t* a, const uint16_t* b, float 
   if (direct && beta == 1.0f) Ops::load_acc(o, o + 16, o + 16 * ldo, o + 16 * ldo + 16, 4 * ldo);
   else Ops::zero_acc();
   for (int64_t kb = 0; kb < kpad / 32; ++kb) {
-    const uint16_t* ak = a + kb * 32 * 32;      // 32 rows x 32 k, 64 bytes a row
+    const uint16_t* ak = a + kb * a_ks;         // 32 rows x 32 k
     const uint16_t* bk = b + kb * 16 * 32 * 2;  // 16 pairs x 32 columns x 2, 128 bytes a pair row
-    // The next A micro-panel (the loops pack them one after another) into L1 while this one
-    // runs: the tiles read 64 bytes a cycle at full rate, more than L2 gives on demand.
-    for (int64_t line = 0; line < 32 * 32 * 2; line += 64) __builtin_prefetch(reinterpret_cast<const char*>(ak + 32 * kpad) + line);
-    Ops::template load_a<0>(ak, 64);             // rows 0-15
+    Ops::template load_a<0>(ak, 2 * a_rs);       // rows 0-15
     Ops::template load_b<0>(bk, 128);            // columns 0-15
     Ops::template dot<0, 0>();
     Ops::template load_b<1>(bk + 32, 128);       // columns 16-31
     Ops::template dot<0, 1>();
-    Ops::template load_a<1>(ak + 16 * 32, 64);   // rows 16-31
+    Ops::template load_a<1>(ak + 16 * a_rs, 2 * a_rs);  // rows 16-31
     Ops::template dot<1, 0>();
     Ops::template dot<1, 1>();
   }
