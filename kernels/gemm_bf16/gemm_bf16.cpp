@@ -1,13 +1,16 @@
-// gemm_bf16 (gemm_bf16.h): the loops around the micro-kernels of gemm_bf16_ukernel.h, a C++
-// model of the AMX tile unit, and the choice of a set.
+// gemm_bf16 (gemm_bf16.h): the loops around the micro-kernels of gemm_bf16_ukernel.h, the AMX
+// micro-kernel on the tile model (amx/amx_tile_model.h), and the choice of a set.
 //
 // The loops are gemm_blocked's, with A and B rounded to bf16 as they are packed:
 //   loop 5  jc over N by NC
 //   loop 4  pc over K by KC        pack B (kc x nc) into NR-column pair panels, threads split the panels
 //   loop 3  ic over M by MC        tasks (an M block x a group of B panels), one per thread:
-//                                  pack A (mc x kc) into MR-row panels (each task its own copy)
+//                                  pack A (mc x kc) into MR-row panels (each task its own copy;
+//                                  AMX reads bf16 A's whole panels in place instead)
 //   loop 2  jr over the group's B panels
 //   loop 1  ir over A's panels     micro-kernel on an MR x NR tile of C
+// (loops 2 and 1 swap where a group has at most two B panels: an A micro-panel then feeds both
+// from L1, as in a convolution's thin products).
 // Each element of C is summed by one task, in k order: the same bits for any thread count.
 #include <hddp/kernels/gemm_bf16.h>
 
@@ -74,27 +77,31 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
             if (!a_direct || std::min(bl.MR, mc - ip * bl.MR) < bl.MR)
               pack_a(A + (ic + ip * bl.MR) * as.rs + pc * as.cs, as.rs, as.cs, std::min(bl.MR, mc - ip * bl.MR), bl.MR,
                    kc, kpad, apack.data() + ip * bl.MR * kpad);
-          for (int64_t jp = g * npanels / groups; jp < (g + 1) * npanels / groups; ++jp) {  // loop 2
+          auto tile = [&](int64_t jp, int64_t ip) {
             const uint16_t* b = bpack.data() + jp * bl.NR * kpad;
-            const int64_t n = std::min(bl.NR, nc - jp * bl.NR);
-            for (int64_t ip = 0; ip < mpanels; ++ip) {  // loop 1
-              const int64_t m = std::min(bl.MR, mc - ip * bl.MR);
-              const bool direct = a_direct && m == bl.MR;
-              const uint16_t* a = direct ? reinterpret_cast<const uint16_t*>(A) + (ic + ip * bl.MR) * as.rs + pc
-                                         : apack.data() + ip * bl.MR * kpad;
-              const int64_t a_rs = direct ? as.rs : bl.KU, a_ks = direct ? bl.KU : bl.MR * bl.KU;
-              float* c = C + (ic + ip * bl.MR) * ldc + jc + jp * bl.NR;
-              if (m == bl.MR && n == bl.NR) {
-                k.ukernel(kpad, a, a_rs, a_ks, b, alpha, bet, c, ldc);
-                continue;
+            const int64_t n = std::min(bl.NR, nc - jp * bl.NR), m = std::min(bl.MR, mc - ip * bl.MR);
+            const bool direct = a_direct && m == bl.MR;
+            const uint16_t* a = direct ? reinterpret_cast<const uint16_t*>(A) + (ic + ip * bl.MR) * as.rs + pc
+                                       : apack.data() + ip * bl.MR * kpad;
+            const int64_t a_rs = direct ? as.rs : bl.KU, a_ks = direct ? bl.KU : bl.MR * bl.KU;
+            float* c = C + (ic + ip * bl.MR) * ldc + jc + jp * bl.NR;
+            if (m == bl.MR && n == bl.NR) return k.ukernel(kpad, a, a_rs, a_ks, b, alpha, bet, c, ldc);
+            k.ukernel(kpad, a, a_rs, a_ks, b, 1.0f, 0.0f, edge.data(), bl.NR);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                const float s = alpha * edge[size_t(i * bl.NR + j)];
+                c[i * ldc + j] = bet == 0.0f ? s : s + bet * c[i * ldc + j];
               }
-              k.ukernel(kpad, a, a_rs, a_ks, b, 1.0f, 0.0f, edge.data(), bl.NR);
-              for (int64_t i = 0; i < m; ++i)
-                for (int64_t j = 0; j < n; ++j) {
-                  const float s = alpha * edge[size_t(i * bl.NR + j)];
-                  c[i * ldc + j] = bet == 0.0f ? s : s + bet * c[i * ldc + j];
-                }
-            }
+          };
+          const int64_t jp0 = g * npanels / groups, jp1 = (g + 1) * npanels / groups;
+          if (jp1 - jp0 <= 2) {  // few B panels (N small): each A micro-panel feeds them while in L1
+            for (int64_t ip = 0; ip < mpanels; ++ip)    // loop 1, outside
+              for (int64_t jp = jp0; jp < jp1; ++jp)    // loop 2, inside
+                tile(jp, ip);
+          } else {
+            for (int64_t jp = jp0; jp < jp1; ++jp)      // loop 2
+              for (int64_t ip = 0; ip < mpanels; ++ip)  // loop 1: the B micro-panel stays in L1
+                tile(jp, ip);
           }
         }
       }
