@@ -33,6 +33,9 @@ UnitRates measure_unit_rates(double seconds = 0.002);
 // measure_unit_rates() once per process (thread-safe).
 const UnitRates& unit_rates();
 
+// The rule on given rates: the fastest bf16 unit at >= kBf16UnitMargin x float_fma, else Float.
+Bf16Unit choose_bf16_unit(const UnitRates& r);
+
 // The unit bf16 products run on here: HDDP_BF16_UNIT where set (throws std::invalid_argument
 // naming the valid values, or why this CPU cannot), else the rule above. Once per process.
 Bf16Unit bf16_unit();

@@ -82,15 +82,6 @@ Bf16Unit forced_unit(const std::string& v) {
                               "fastest unit measured on this CPU)");
 }
 
-Bf16Unit measured_unit() {
-  const UnitRates& r = unit_rates();
-  Bf16Unit u = Bf16Unit::Float;
-  double best = kBf16UnitMargin * r.float_fma;
-  if (r.avx512bf16 >= best && r.avx512bf16 > 0) u = Bf16Unit::Avx512Bf16, best = r.avx512bf16;
-  if (r.amx >= best && r.amx > 0) u = Bf16Unit::Amx;
-  return u;
-}
-
 std::string forced_value() {
   const char* v = std::getenv("HDDP_BF16_UNIT");
   return v ? v : "";
@@ -98,8 +89,16 @@ std::string forced_value() {
 
 }  // namespace
 
+Bf16Unit choose_bf16_unit(const UnitRates& r) {
+  Bf16Unit u = Bf16Unit::Float;
+  double best = kBf16UnitMargin * r.float_fma;
+  if (r.avx512bf16 >= best && r.avx512bf16 > 0) u = Bf16Unit::Avx512Bf16, best = r.avx512bf16;
+  if (r.amx >= best && r.amx > 0) u = Bf16Unit::Amx;
+  return u;
+}
+
 Bf16Unit bf16_unit() {
-  static const Bf16Unit u = forced_value().empty() ? measured_unit() : forced_unit(forced_value());
+  static const Bf16Unit u = forced_value().empty() ? choose_bf16_unit(unit_rates()) : forced_unit(forced_value());
   return u;
 }
 

@@ -104,6 +104,14 @@ else
   fail "bf16 resume differs: $(paste -d' ' "$WORK/b16whole/metrics.csv" "$WORK/b16parts/metrics.csv")"
 fi
 cmp -s "$WORK/b16whole/w.st" "$WORK/f32whole/w.st" && fail "bf16 weights equal the float run's: nothing rounded"
+# The run names the unit its bf16 products took, and why (kernels/units.h).
+unit=$(grep -o '"bf16_unit":"[a-z0-9]*"' "$WORK/b16whole/stats.json" | cut -d'"' -f4)
+if grep -q "^precision: bf16 products on $unit (measured per core: float FMA" "$WORK/b16whole/log" &&
+  [[ "$unit" =~ ^(amx|avx512bf16|float)$ ]]; then
+  pass "bf16: the log and stats name the unit ($unit)"
+else
+  fail "bf16: no unit named (stats '$unit'): $(grep -m1 '^precision' "$WORK/b16whole/log")"
+fi
 b16_bytes=$(grep -o '"allreduce_bytes_per_step":[0-9]*' "$WORK/b16whole/stats.json" | cut -d: -f2)
 f32_bytes=$(grep -o '"allreduce_bytes_per_step":[0-9]*' "$WORK/f32whole/stats.json" | cut -d: -f2)
 if [ -n "$b16_bytes" ] && [ -n "$f32_bytes" ] && [ $((2 * b16_bytes)) -eq "$f32_bytes" ]; then
@@ -259,6 +267,9 @@ expect_usage ckpt-ranks 1 "world size (MPI ranks): 2 in the checkpoint, 1 now" "
 expect_usage ckpt-truncated 2 "is truncated" "${C[@]}" --epochs 4 --checkpoint "$WORK/cut.ckpt" --resume
 expect_usage resume-alone 1 "--resume: needs --checkpoint" --resume
 expect_usage precision 1 "--precision" --precision fp8
+export HDDP_BF16_UNIT=fp8
+expect_usage bf16-unit 2 "HDDP_BF16_UNIT='fp8': expected float, avx512bf16 or amx" --precision bf16 --data "$DATA" --epochs 1
+unset HDDP_BF16_UNIT
 expect_usage grad-dtype 1 "--grad-dtype" --grad-dtype half
 expect_usage ckpt-precision 2 "precision" "${C[@]}" --epochs 4 --precision bf16 --checkpoint "$WORK/run.ckpt" --resume
 if "$BIN" --help >"$WORK/help" 2>&1 && grep -q -- '--data' "$WORK/help" && grep -q -- '--reduce-mode' "$WORK/help"; then
