@@ -6,6 +6,7 @@
 //   loop 4  pc over K by KC        pack B (kc x nc) into NR-column pair panels, threads split the panels
 //   loop 3  ic over M by MC        tasks (an M block x a group of B panels), one per thread:
 //                                  pack A (mc x kc) into MR-row panels (each task its own copy;
+//                                  one M block: packed once by all threads before the tasks;
 //                                  AMX reads bf16 A's whole panels in place instead)
 //   loop 2  jr over the group's B panels
 //   loop 1  ir over A's panels     micro-kernel on an MR x NR tile of C
@@ -49,12 +50,16 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
   const int64_t kpad_max = ceil_div(std::min(K, bl.KC), bl.KU) * bl.KU;
   const int64_t nc_max = ceil_div(std::min(N, bl.NC), bl.NR) * bl.NR;
   std::vector<uint16_t> bpack(size_t(nc_max * kpad_max));
+  // One M block split among several tasks (M small, more threads than blocks): its A is packed
+  // once, by all threads, into ashared, not by every task alone.
+  const int64_t apack_size = ceil_div(std::min(M, bl.MC), bl.MR) * bl.MR * kpad_max;
+  std::vector<uint16_t> ashared(size_t(M <= bl.MC ? apack_size : 0));
   const int threads = 2 * M * N * K >= kParallelFlops ? omp_get_max_threads() : 1;
   const bool in_place = std::is_same_v<S, uint16_t> && k.a_in_place && as.cs == 1;
 
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<uint16_t> apack(size_t(ceil_div(std::min(M, bl.MC), bl.MR) * bl.MR * kpad_max));
+    std::vector<uint16_t> apack(size_t(M <= bl.MC ? 0 : apack_size));
     std::vector<float> edge(size_t(bl.MR * bl.NR));
     const int64_t nthreads = omp_get_num_threads();
     for (int64_t jc = 0; jc < N; jc += bl.NC) {  // loop 5
@@ -69,20 +74,28 @@ void gemm_bf16_with(const Bf16Kernels& k, Trans ta, Trans tb, int64_t M, int64_t
         const bool a_direct = in_place && kc % bl.KU == 0;  // A's full panels read in place
         const int64_t mblocks = ceil_div(M, bl.MC);
         const int64_t groups = std::min(npanels, ceil_div(nthreads, mblocks));
+        uint16_t* const abuf = M <= bl.MC ? ashared.data() : apack.data();
+        if (M <= bl.MC) {
+#pragma omp for schedule(static)
+          for (int64_t ip = 0; ip < ceil_div(M, bl.MR); ++ip)
+            if (!a_direct || std::min(bl.MR, M - ip * bl.MR) < bl.MR)
+              pack_a(A + ip * bl.MR * as.rs + pc * as.cs, as.rs, as.cs, std::min(bl.MR, M - ip * bl.MR), bl.MR, kc, kpad,
+                     abuf + ip * bl.MR * kpad);
+        }
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < mblocks * groups; ++task) {  // loop 3
           const int64_t ic = task / groups * bl.MC, g = task % groups;
           const int64_t mc = std::min(bl.MC, M - ic), mpanels = ceil_div(mc, bl.MR);
-          for (int64_t ip = 0; ip < mpanels; ++ip)
+          for (int64_t ip = 0; ip < mpanels && M > bl.MC; ++ip)
             if (!a_direct || std::min(bl.MR, mc - ip * bl.MR) < bl.MR)
               pack_a(A + (ic + ip * bl.MR) * as.rs + pc * as.cs, as.rs, as.cs, std::min(bl.MR, mc - ip * bl.MR), bl.MR,
-                   kc, kpad, apack.data() + ip * bl.MR * kpad);
+                   kc, kpad, abuf + ip * bl.MR * kpad);
           auto tile = [&](int64_t jp, int64_t ip) {
             const uint16_t* b = bpack.data() + jp * bl.NR * kpad;
             const int64_t n = std::min(bl.NR, nc - jp * bl.NR), m = std::min(bl.MR, mc - ip * bl.MR);
             const bool direct = a_direct && m == bl.MR;
             const uint16_t* a = direct ? reinterpret_cast<const uint16_t*>(A) + (ic + ip * bl.MR) * as.rs + pc
-                                       : apack.data() + ip * bl.MR * kpad;
+                                       : abuf + ip * bl.MR * kpad;
             const int64_t a_rs = direct ? as.rs : bl.KU, a_ks = direct ? bl.KU : bl.MR * bl.KU;
             float* c = C + (ic + ip * bl.MR) * ldc + jc + jp * bl.NR;
             if (m == bl.MR && n == bl.NR) return k.ukernel(kpad, a, a_rs, a_ks, b, alpha, bet, c, ldc);
