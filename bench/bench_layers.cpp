@@ -65,6 +65,7 @@ double fma_peak() {
 
 void run_step(benchmark::State& state, const Config& cfg, GemmBackend backend, Precision precision = Precision::Float) {
   set_gemm_backend(backend);
+  hddp::detail::clear_conv_bf16_path();  // the chosen path (a conv/.../hddp-bf16-<path> row may have run before)
   Rng rng(1);
   Sequential<float> model = cfg.input.empty() ? Sequential<float>(cfg.layers, cfg.batch, rng)
                                                : Sequential<float>(cfg.input, cfg.layers, cfg.batch, rng);

@@ -461,6 +461,61 @@ CLAIMS += [
     (BF16_MD, "5.12x PyTorch's bf16 autocast on 1 x 1 and 6.75x on 1 x 2", step16_ratio(1, 2), 6.75, 0.005),
 ]
 
+# bf16 on the Intel Xeon with AMX (family 6 model 167): the CNN in float and bf16 against PyTorch
+# (bench/mnist/cnn_bf16.sh: the training seconds, and the accuracy after 3 epochs of all the
+# data), gemm_bf16 against PyTorch's bf16 matmul (bench/gemm/gemm_bf16_vs_pytorch.sh). The kept
+# tables are what their generators make of the raw files; their rows are in bf16.md.
+B16I = os.path.join(RESULTS, "bf16")
+
+
+def check_generated(script, raw, md_path, args):
+    global checks
+    kept = open(md_path).read()
+    checks += 2
+    out = subprocess.run([sys.executable, os.path.join(ROOT, script), raw, *args], capture_output=True, text=True,
+                         check=True).stdout
+    if out != kept:
+        failures.append(f"{md_path}: not what {script} makes of {os.path.basename(raw)} (re-run it, or the data changed)")
+    missing = [l for l in kept.splitlines() if l.startswith("| ") and (l[2].isdigit() or l[2] in "NT") and
+               l not in read(BF16_MD)]
+    if missing:
+        failures.append(f"{BF16_MD} lacks {len(missing)} row(s) of {os.path.basename(md_path)}, the first: {missing[0]}")
+
+
+def cnn_bf16_args(md):
+    line = md.splitlines()[0]
+    cpu = line[len("CPU: "):line.index("; hddp's bf16 unit")]
+    return [cpu, line[line.index(". ", line.index("unit:")) + 2:]]
+
+
+for sub in ("", "accuracy"):
+    d = os.path.join(B16I, sub)
+    check_generated("bench/mnist/cnn_bf16_table.py", os.path.join(d, "cnn_bf16.csv"), os.path.join(d, "cnn_bf16.md"),
+                    cnn_bf16_args(open(os.path.join(d, "cnn_bf16.md")).read()))
+gline = open(os.path.join(B16I, "gemm_bf16_vs_pytorch.md")).read().splitlines()[0]
+gcpu = gline[len("CPU: "):gline.index(". ")]
+check_generated("bench/gemm/gemm_bf16_table.py", os.path.join(B16I, "gemm_bf16_vs_pytorch.jsonl"),
+                os.path.join(B16I, "gemm_bf16_vs_pytorch.md"),
+                [gcpu, gline[len("CPU: ") + len(gcpu) + 2:gline.index(". One thread")]])
+cb16 = list(csv.DictReader(open(os.path.join(B16I, "cnn_bf16.csv"))))
+
+
+def cnn_epoch(rows, layout, impl, prec):
+    runs = {}
+    for r in rows:
+        if (r["ranks"], r["threads"], r["impl"], r["precision"]) == (*layout, impl, prec):
+            runs.setdefault(r["rep"], []).append(float(r["train_s"]))
+    return statistics.median(statistics.mean(v) for v in runs.values())
+
+
+cb_layouts = [("1", "1"), ("2", "1"), ("1", "2")]
+bf_vs_float = [cnn_epoch(cb16, l, "hddp", "float") / cnn_epoch(cb16, l, "hddp", "bf16") for l in cb_layouts]
+bf_vs_torch = [cnn_epoch(cb16, l, "pytorch", "bf16") / cnn_epoch(cb16, l, "hddp", "bf16") for l in cb_layouts]
+CLAIMS += [
+    ("README.md", f"{min(bf_vs_float):.2f}-{max(bf_vs_float):.2f}x hddp's float", min(bf_vs_float), 0, 0),
+    ("README.md", f"{min(bf_vs_torch):.2f}-{max(bf_vs_torch):.2f}x PyTorch's bf16\nautocast", min(bf_vs_torch), 0, 0),
+]
+
 # Over a network link (bench/link/link_table.sh): the kept table is what link_table.py makes of
 # the CSV, its rows are in link.md, and the figures README and link.md quote are the CSV's.
 ldir = os.path.join(RESULTS, "link")
