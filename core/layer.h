@@ -53,9 +53,10 @@ struct ParamSpec {
 
 // How a model's products run (Sequential::set_precision): Float, or Bf16 as PyTorch's CPU autocast
 // does it: the products of Linear (kernels/gemm_bf16.h) and of Conv2d at stride 1 (the direct
-// convolution, kernels/conv.h) read their operands rounded to bf16 and sum in float, on AMX or
-// AVX512_BF16 where the CPU has them; activations, losses, reductions, the optimizer and the
-// master weights stay float. Only float models compute in bf16 (a double model ignores it;
+// convolution, kernels/conv.h) read their operands rounded to bf16 and sum in float, on the bf16
+// unit measured fastest here (kernels/units.h: AMX, or AVX512_BF16 where it beats the float FMA);
+// products no bf16 unit takes run in float (on a CPU without one, Bf16 is Float: never slower).
+// Activations, losses, reductions, the optimizer and the master weights stay float. Only float models compute in bf16 (a double model ignores it;
 // Conv2d at other strides stays float).
 enum class Precision { Float, Bf16 };
 Precision parse_precision(const std::string& name);  // "float" or "bf16"; throws std::invalid_argument

@@ -21,18 +21,20 @@
 // result is bitwise the same for any OpenMP thread count. The micro-kernel set follows HDDP_CONV_KERNEL (avx512,
 // avx2, portable) where set, else the widest the CPU has (kernels/cpu_isa.h).
 //
-// bf16 = true runs the products as PyTorch's CPU autocast does: every product reads its operands
-// rounded to bf16 (bf16.h) and sums in float; the output, the gradients and the bias stay float.
-// The products run on the bf16 unit chosen for this CPU by measured rates (units.h):
+// bf16 = true runs the products on the bf16 unit chosen for this CPU by measured rates (units.h),
+// as PyTorch's CPU autocast does: a pass that unit takes reads its operands rounded to bf16
+// (bf16.h) and sums in float; the output, the gradients and the bias stay float. A pass no bf16
+// unit takes here runs in float, as without bf16 (rounding would only cost time): never slower
+// than float. detail::conv_bf16_passes (conv/conv_ukernel.h) says which:
 //   amx         AMX tiles (conv/conv_amx.cpp), activations read in place as rows of "virtual"
 //               pixels (an image's padded rows one after another, the columns past the output
 //               computed in whole tiles and dropped): the forward (pooling fused) where k*C fills
 //               whole tiles of 32, the input gradient (as a forward over dY padded by k-1-pad),
 //               the weight gradient where C does (the padded input channel-major against dY in
-//               pixel pairs, per chunk of images as the float pass)
+//               pixel pairs, per chunk of images as the float pass); a first layer of one channel
+//               (1 of a tile's 32 rows) stays float
 //   avx512bf16  vdpbf16ps on bf16 copies (the forward and the input gradient, K = k*C even)
-//   float       the float kernels on the rounded operands (every pass and shape the others skip,
-//               e.g. a first layer of one channel, which would fill 1 of a tile's 32 rows)
+//   float       none: no bf16 unit beats the float FMA on this CPU
 // Every path gives the same result for any thread count; paths differ in their sums' order.
 #include <cstdint>
 #include <string>

@@ -8,8 +8,9 @@
 // core). So the unit is chosen by measurement: on first use each unit the CPU has runs a
 // register-only loop (a few milliseconds in all, best of five short rounds each), and bf16
 // products take the fastest unit that runs at least kBf16UnitMargin times the float FMA; on
-// none of them (Zen 3, or Intel without AMX), the float kernels on operands rounded to bf16:
-// the same values, at the float rate. The ratios seen are 0.5, 1.84 and 13: far from the
+// none of them (Zen 3, or Intel without AMX) a model's bf16 products run in float (core's
+// Precision::Bf16, conv.h): rounding would only cost time. gemm_bf16 itself, called directly,
+// always rounds (its portable set there). The ratios seen are 0.5, 1.84 and 13: far from the
 // margin, so the choice does not flip between runs on one CPU.
 //
 // HDDP_BF16_UNIT=float|avx512bf16|amx forces the choice (a unit this CPU lacks is an error that

@@ -59,10 +59,10 @@ void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs,
   app.add_option("--precision", o.precision, "float | bf16: the Linear and Conv2d products read their inputs\n"
                                               "and weights rounded to bf16 and sum in float (PyTorch's CPU\n"
                                               "autocast); activations, loss, optimizer and master weights stay\n"
-                                              "float. The products run on the unit measured fastest at start-up:\n"
-                                              "AMX, AVX512_BF16, or the float kernels where neither beats the\n"
-                                              "float FMA by 1.25x (HDDP_BF16_UNIT=amx|avx512bf16|float forces\n"
-                                              "one); the run prints the unit and its measured rates")
+                                              "float. The products run on the unit measured fastest at start-up,\n"
+                                              "AMX or AVX512_BF16 where it beats the float FMA by 1.25x; those no\n"
+                                              "bf16 unit takes stay float (HDDP_BF16_UNIT=amx|avx512bf16|float\n"
+                                              "forces one); the run prints the unit and its measured rates")
       ->transform(named({Precision::Float, Precision::Bf16}))->default_str(to_string(o.precision))
       ->type_name("NAME")->group(g);
   app.add_option("--seed", o.seed, "seed of the weights and the samples")->check(integer(0, INT64_MAX))->type_name("N")->group(g);

@@ -76,6 +76,17 @@ const char* to_string(ConvBf16Path p) {
   return "float";
 }
 
+ConvBf16Passes conv_bf16_passes(const ConvShape& s) {
+  const int64_t Np = (s.Cout + 15) / 16 * 16;  // the AVX-512 set's channel padding (L = 16)
+  switch (conv_bf16_path()) {
+    case ConvBf16Path::Amx:
+    case ConvBf16Path::AmxModel: return {s.k * s.C % 32 == 0, true, s.C % 32 == 0};
+    case ConvBf16Path::Avx512Bf16: return {s.k * s.C % 2 == 0, s.k * Np % 2 == 0, false};
+    case ConvBf16Path::Float: break;
+  }
+  return {};
+}
+
 bool conv_amx_scratch() {
   const int forced = g_forced_path.load();
   if (forced >= 0) return forced == int(ConvBf16Path::Amx) || forced == int(ConvBf16Path::AmxModel);
@@ -235,11 +246,10 @@ BackwardScratch backward_scratch(const ConvShape& s, int64_t Np, int64_t Cp, boo
 }
 inline uint16_t* bf16_at(float* scratch, int64_t off) { return reinterpret_cast<uint16_t*>(scratch) + off; }
 
-// bf16 (conv.h), per row while it is in cache: round rounds it in place; xh, where given, gets
-// its bf16 copy at the same offsets.
-// bf16_only (with xh, NHWC or one channel): xh alone is written, straight from X (xp untouched).
-void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp, bool round = false,
-               uint16_t* xh = nullptr, bool bf16_only = false) {
+// xh, where given, gets the rows' bf16 copy (bf16.h's rounding) at the same offsets while they
+// are in cache. bf16_only (with xh, NHWC or one channel): xh alone is written, straight from X (xp untouched).
+void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp, uint16_t* xh = nullptr,
+               bool bf16_only = false) {
   const int64_t Wp = s.W + 2 * s.pad, C = s.C;
   bf16_only = bf16_only && xh && (in == ImageLayout::NHWC || C == 1);
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * s.H * Wp * C > kParallelMin)
@@ -271,7 +281,6 @@ void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp, bo
         for (int64_t iw = 0; iw < s.W; ++iw)
           for (int64_t c = 0; c < C; ++c) dst[iw * C + c] = src[c * s.H * s.W + iw];
       }
-      if (round) round_bf16(s.W * C, dst, dst);
       if (xh) to_bf16(Wp * C, row, reinterpret_cast<bf16*>(xh + (row - xp)));
     }
   if (xh && !bf16_only)  // the rows of zeros
@@ -349,9 +358,6 @@ void run_bf16(const detail::ConvKernels16& k16, const BrgemmCall& c, const Bf16O
   k16.kernel[nvb - 1][m - 1](h);
 }
 
-// The bf16 kernels for a pass whose products have K = k*C (or k*Np) values, where they run
-// (K even: the pairs never straddle two products); else nullptr.
-const detail::ConvKernels16* bf16_kernels_for(int64_t K) { return K % 2 == 0 ? bf16_kernels() : nullptr; }
 
 // Kernel rows of one output row (forward) or input row (input gradient) that fall inside the
 // image: at most 16 products per batch.
@@ -475,16 +481,15 @@ void reblock_forward(const ConvShape& s, int64_t Np, const float* Wt, const floa
 Bf16Operands prepare_forward(const ConvShape& s, ImageLayout in, const float* X, const float* Wt, const float* b,
                              float* scratch, const ForwardScratch& at, int64_t Np, bool bf16, bool amx) {
   const int64_t K = s.k * s.C, rows = s.k * K;
-  const bool copies = amx || (bf16 && bf16_kernels_for(K));
+  const bool copies = amx || (bf16 && detail::conv_bf16_passes(s).forward && bf16_kernels());
   float* xp = scratch + at.xp;
   float* wr = scratch + at.wr;
   uint16_t* xh = copies ? bf16_at(scratch, at.xh) : nullptr;
   uint16_t* wh = copies ? bf16_at(scratch, at.wh) : nullptr;
-  pad_input(s, in, X, xp, bf16 && !copies, xh, amx);
+  pad_input(s, in, X, xp, xh, amx);
   if (amx) std::fill(xh + xp_size(s), xh + xp_size(s) + amx_slack(s, s.C), uint16_t(0));
   reblock_forward(s, Np, Wt, b, wr, scratch + at.bp);
   if (copies) to_pairs(rows, Np, wr, amx ? at.wcols : Np, wh);
-  else if (bf16) round_bf16(rows * Np, wr, wr);
   return copies ? Bf16Operands{xp, xh, wr, wh, Np} : Bf16Operands{};
 }
 
@@ -499,9 +504,9 @@ const detail::AmxBrgemm* amx_kernel(bool bf16) {
   }
 }
 
-// The forward's: where k*C fills whole tiles of 32 (else the float kernels on rounded operands).
+// The forward's, where the AMX path takes it (conv_bf16_passes).
 const detail::AmxBrgemm* forward_amx_kernel(const ConvShape& s, bool bf16) {
-  return s.k * s.C % 32 == 0 ? amx_kernel(bf16) : nullptr;
+  return bf16 && detail::conv_bf16_passes(s).forward ? amx_kernel(bf16) : nullptr;
 }
 
 // A block of 32 "virtual" pixels from v0 by 32 channels from co0: an image's bf16 rows of `width`
@@ -640,11 +645,10 @@ void forward_pooled(const ConvShape& s, ImageLayout in, const float* X, const fl
 // pooling was) with q = k - 1 - pad zero columns either side, channels to Np. bf16, per row while
 // it is in cache: rounded, and copied to dyh where the bf16 kernels run.
 void pad_output_gradient(const ConvShape& s, ImageLayout out, const float* dY, const float* y, int64_t pool,
-                         const uint8_t* argmax, int64_t Np, bool bf16, float* dyp, uint16_t* dyh) {
+                         const uint8_t* argmax, int64_t Np, float* dyp, uint16_t* dyh) {
   const int64_t Cout = s.Cout, OH = s.OH(), OW = s.OW(), q = s.k - 1 - s.pad, OWq = OW + 2 * q;
   const int64_t PH = pool > 0 ? OH / pool : 0, PW = pool > 0 ? OW / pool : 0;
   auto row_done = [&](float* row) {
-    if (bf16) round_bf16(OWq * Np, row, row);
     if (dyh) to_bf16(OWq * Np, row, reinterpret_cast<hddp::bf16*>(dyh + (row - dyp)));
   };
 #pragma omp parallel for collapse(2) schedule(static) if (s.B * OH * OWq * Np > kParallelMin)
@@ -691,7 +695,7 @@ void pad_output_gradient(const ConvShape& s, ImageLayout out, const float* dY, c
 // Backward pass 2, the input gradient: the forward's loops over dYp with the weights reversed,
 // Wd[ki][kj'][co][ci] (kj' = k - 1 - kj, co to Np, ci to Cp).
 void input_gradient(const ConvShape& s, ImageLayout in, const float* Wt, float* dX, float* scratch,
-                    const BackwardScratch& sa, int64_t Np, int64_t Cp, const detail::ConvKernels16* k16, bool bf16) {
+                    const BackwardScratch& sa, int64_t Np, int64_t Cp, const detail::ConvKernels16* k16) {
   const ConvKernels& kern = detail::conv_kernels();
   const int64_t L = kern.blocking->L, C = s.C, k = s.k, Cout = s.Cout, H = s.H, Wd = s.W, OH = s.OH();
   const int64_t OWq = s.OW() + 2 * (k - 1 - s.pad);
@@ -706,7 +710,6 @@ void input_gradient(const ConvShape& s, ImageLayout in, const float* Wt, float* 
           r[ci] = co < Cout && ci < C ? Wt[((co * C + ci) * k + ki) * k + (k - 1 - kj)] : 0.0f;
       }
   if (k16) to_pairs(k * k * Np, Cp, wd, Cp, wdh);
-  else if (bf16) round_bf16(k * k * Np * Cp, wd, wd);
   const Bf16Operands h{dyp, k16 ? bf16_at(scratch, sa.dyh) : nullptr, wd, wdh, Cp};
   float* dxt = scratch + sa.dxt;
   float* dxo = in == ImageLayout::NHWC ? dX : dxt;
@@ -848,6 +851,13 @@ void input_gradient_amx(const ConvShape& s, ImageLayout in, const float* Wt, flo
   if (in == ImageLayout::NCHW) to_nchw(s.B, H * W, C, scratch + sa.dxt, dX);
 }
 
+// The bf16 bits of the float with bits u, as bf16.h's to_bf16 (round to nearest even, NaN to
+// 0xFFFF), written on the bits so that the copies below vectorise.
+inline uint16_t rne16(uint32_t u) {
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? 0xffffu : r);
+}
+
 // Backward pass 3 on AMX (C in whole tiles of 32), the weight gradient per chunk of images:
 // dW[ki][kj][ci][co] = the sum over the chunk's images and virtual pixels v = oh * Wp + ow of
 // XT[ci][v + ki * Wp + kj] . dyv[v][co], dyv zero where ow >= OW; per chunk, (ki, kj), block of
@@ -861,8 +871,7 @@ void weight_gradient_amx(const ConvShape& s, float* scratch, const BackwardScrat
   const float* dyp = scratch + sa.dyp;
   uint16_t* xt = bf16_at(scratch, sa.xt);
   uint16_t* dyv = bf16_at(scratch, sa.dyv);
-  // Both copies from operands already rounded to bf16 (pad_input, pad_output_gradient): a value's
-  // bf16 is its top 16 bits.
+  // Both copies rounded to bf16 as bf16.h does (rne16: the bits of a float).
   // XT[b][ci][p] = xp[b][p][ci], zeros from P to Ps: blocks of 32 pixels x 32 channels through a
   // transpose in registers' reach.
   const int64_t pblocks = (g.Ps + 31) / 32;
@@ -874,7 +883,7 @@ void weight_gradient_amx(const ConvShape& s, float* scratch, const BackwardScrat
       for (int64_t c0 = 0; c0 < C; c0 += 32) {
         uint16_t block[32][32];  // [ci][p]
         for (int64_t p = 0; p < 32; ++p)
-          for (int64_t c = 0; c < 32; ++c) block[c][p] = p < np ? uint16_t(src[p * C + c0 + c] >> 16) : uint16_t(0);
+          for (int64_t c = 0; c < 32; ++c) block[c][p] = p < np ? rne16(src[p * C + c0 + c]) : uint16_t(0);
         for (int64_t c = 0; c < 32; ++c) {
           uint16_t* d = xt + (bi * C + c0 + c) * g.Ps + p0;
           std::copy(block[c], block[c] + std::min<int64_t>(32, g.Ps - p0), d);
@@ -895,11 +904,11 @@ void weight_gradient_amx(const ConvShape& s, float* scratch, const BackwardScrat
                                     : nullptr;
       }
       if (src[0] && src[1]) {
-        for (int64_t co = 0; co < Np; ++co) d[co] = (src[0][co] >> 16) | (src[1][co] & 0xffff0000u);
+        for (int64_t co = 0; co < Np; ++co) d[co] = uint32_t(rne16(src[0][co])) | uint32_t(rne16(src[1][co])) << 16;
       } else if (src[0] || src[1]) {
-        const bool hi = src[1] != nullptr;
-        const uint32_t* x = hi ? src[1] : src[0];
-        for (int64_t co = 0; co < Np; ++co) d[co] = hi ? (x[co] & 0xffff0000u) : (x[co] >> 16);
+        const int shift = src[1] ? 16 : 0;
+        const uint32_t* x = src[1] ? src[1] : src[0];
+        for (int64_t co = 0; co < Np; ++co) d[co] = uint32_t(rne16(x[co])) << shift;
       } else {
         std::fill(d, d + Np, 0u);
       }
@@ -1039,16 +1048,15 @@ void conv_direct_backward(const ConvShape& s, ImageLayout in, ImageLayout out, c
   }
   const int64_t L = detail::conv_kernels().blocking->L, Np = round_up(s.Cout, L), Cp = round_up(s.C, L);
   const BackwardScratch sa = backward_scratch(s, Np, Cp, detail::conv_amx_scratch());
-  // bf16: every product reads bf16-rounded operands: rounded in place (the float kernels' sums
-  // stay float), and copied to bf16 where the AVX512_BF16 or AMX kernels run.
+  // bf16: the passes a bf16 unit takes read bf16 copies of their operands; the others run float.
+  const detail::ConvBf16Passes on = bf16 ? detail::conv_bf16_passes(s) : detail::ConvBf16Passes{};
   const detail::AmxBrgemm* amx = amx_kernel(bf16);
-  const detail::AmxBrgemm* amx_dw = s.C % 32 == 0 ? amx : nullptr;
-  const detail::ConvKernels16* k16 = bf16 && dX && !amx ? bf16_kernels_for(s.k * Np) : nullptr;
-  pad_input(s, in, X, scratch + sa.xp, bf16);
-  pad_output_gradient(s, out, dY, y, pool, argmax, Np, bf16, scratch + sa.dyp,
-                      k16 ? bf16_at(scratch, sa.dyh) : nullptr);
-  if (dX && amx) input_gradient_amx(s, in, Wt, dX, scratch, sa, Np, *amx);
-  else if (dX) input_gradient(s, in, Wt, dX, scratch, sa, Np, Cp, k16, bf16);
+  const detail::AmxBrgemm* amx_dw = on.weight_gradient ? amx : nullptr;
+  const detail::ConvKernels16* k16 = dX && on.input_gradient && !amx ? bf16_kernels() : nullptr;
+  pad_input(s, in, X, scratch + sa.xp);
+  pad_output_gradient(s, out, dY, y, pool, argmax, Np, scratch + sa.dyp, k16 ? bf16_at(scratch, sa.dyh) : nullptr);
+  if (dX && amx && on.input_gradient) input_gradient_amx(s, in, Wt, dX, scratch, sa, Np, *amx);
+  else if (dX) input_gradient(s, in, Wt, dX, scratch, sa, Np, Cp, k16);
   float* part = scratch + sa.part;
   if (amx_dw) weight_gradient_amx(s, scratch, sa, Np, db != nullptr, part, *amx_dw);
   else weight_gradient(s, scratch, sa, Np, db != nullptr, part);

@@ -21,6 +21,7 @@
 // weight gradient of a layer with few input channels, every tap (ki, kj, ci) a row).
 #include <cstdint>
 
+#include <hddp/kernels/conv.h>
 #include <hddp/kernels/conv/conv_blocking.h>
 
 namespace hddp::detail {
@@ -97,10 +98,9 @@ const AmxBrgemm& conv_amx();        // call only where amx_permission_error() is
 const AmxBrgemm& conv_amx_model();  // the same program on the tile model (any CPU; tests)
 
 // The kernels bf16 products take (conv.h): chosen once from the bf16 unit (units.h): Amx where
-// it is AMX, Avx512Bf16 where it is AVX512_BF16 and the set is avx512, else Float (the float
-// kernels on rounded operands). Passes and shapes the chosen path does not take run Float:
-// AMX needs k*C (forward), k * Cout rounded to 32 (input gradient) and C (weight gradient) in
-// whole tiles of 32; the AVX512_BF16 kernels an even k*C.
+// it is AMX, Avx512Bf16 where it is AVX512_BF16 and the set is avx512, else Float (no bf16 unit
+// beats the float FMA here: the products run in float). Passes and shapes the chosen path does
+// not take run in float too (conv_bf16_passes).
 enum class ConvBf16Path { Float, Avx512Bf16, Amx, AmxModel };
 ConvBf16Path conv_bf16_path();
 const char* to_string(ConvBf16Path p);  // "float", "avx512bf16", "amx", "amx-model"
@@ -108,6 +108,17 @@ const char* to_string(ConvBf16Path p);  // "float", "avx512bf16", "amx", "amx-mo
 // Avx512Bf16 only where they run) until set again. Not while a convolution runs.
 void set_conv_bf16_path(ConvBf16Path p);
 void clear_conv_bf16_path();  // back to the chosen path
+// Which passes of shape s the path takes (the others run the float kernels on float operands):
+//   Amx         forward where k*C fills whole tiles of 32; input gradient always (k * Cout rounded
+//               to 32); weight gradient where C does (a first layer of one channel would fill
+//               1 of a tile's 32 rows, so it stays float)
+//   Avx512Bf16  forward where k*C is even, input gradient where k * Cout (to 16) is; no weight
+//               gradient
+//   Float       none
+struct ConvBf16Passes {
+  bool forward = false, input_gradient = false, weight_gradient = false;
+};
+ConvBf16Passes conv_bf16_passes(const ConvShape& s);
 // Whether the scratch sizes hold the AMX operands: where AMX could be the path (a CPU with AMX,
 // or AMX forced), without running the unit probe for a float run.
 bool conv_amx_scratch();
