@@ -60,11 +60,8 @@ since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; 
 for rep in $(seq "$REPS"); do
   for layout in $LAYOUTS; do
     p=${layout%x*} t=${layout#*x}
-    hddp_place "$p" "$t" "$(nproc)" 0 >/dev/null || exit 2
-    export OMP_NUM_THREADS=$t
-    launch=(mpiexec -n "$p" "${HDDP_PLACE[@]}" -x OMP_NUM_THREADS)
-    [ -n "${OMP_PLACES:-}" ] && launch+=(-x OMP_PLACES -x OMP_PROC_BIND)
-    [ "${HDDP_PLACE[1]}" = none ] && launch+=(--oversubscribe)
+    hddp_launch_local "$p" "$t" || exit 2
+    launch=("${HDDP_LAUNCH[@]}")
     d="$WORK/hddp-$layout-$rep"
     mkdir -p "$d"
     echo "hddp, $p rank(s) x $t thread(s), round $rep/$REPS" >&2

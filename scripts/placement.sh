@@ -62,6 +62,19 @@ hddp_place() {
   HDDP_PLACE_WHY="placement: $HDDP_PLACE_WHY (mpiexec ${HDDP_PLACE[*]}; OMP_PLACES=${OMP_PLACES:-unset} OMP_PROC_BIND=${OMP_PROC_BIND:-unset})"
 }
 
+# On this machine: RANKS ranks of THREADS OpenMP threads each, placed by hddp_place. Sets
+# HDDP_LAUNCH (the mpiexec command line to put before a program) and exports OMP_NUM_THREADS.
+# Returns 2 as hddp_place does.
+hddp_launch_local() {
+  local p="$1" t="$2"
+  hddp_place "$p" "$t" "$(nproc)" 0 >/dev/null || return 2
+  export OMP_NUM_THREADS="$t"
+  HDDP_LAUNCH=(mpiexec -n "$p" "${HDDP_PLACE[@]}" -x OMP_NUM_THREADS)
+  [ -n "${OMP_PLACES:-}" ] && HDDP_LAUNCH+=(-x OMP_PLACES -x OMP_PROC_BIND)
+  [ "${HDDP_PLACE[1]}" = none ] && HDDP_LAUNCH+=(--oversubscribe)
+  return 0
+}
+
 # Under Slurm: the most tasks any node of the job runs ("2(x3),1" -> 2).
 hddp_slurm_tasks_per_node() {
   local m=0 e n es

@@ -36,11 +36,8 @@ echo "impl,precision,ranks,threads,rep,epoch,train_s,test_accuracy,bf16_unit" >"
 for rep in $(seq "$REPS"); do
   for layout in $LAYOUTS; do
     p=${layout%x*} t=${layout#*x}
-    hddp_place "$p" "$t" "$(nproc)" 0 >/dev/null || exit 2
-    export OMP_NUM_THREADS=$t
-    launch=(mpiexec -n "$p" "${HDDP_PLACE[@]}" -x OMP_NUM_THREADS)
-    [ -n "${OMP_PLACES:-}" ] && launch+=(-x OMP_PLACES -x OMP_PROC_BIND)
-    [ "${HDDP_PLACE[1]}" = none ] && launch+=(--oversubscribe)
+    hddp_launch_local "$p" "$t" || exit 2
+    launch=("${HDDP_LAUNCH[@]}")
     for prec in float bf16; do
       d="$WORK/hddp-$prec-$layout-$rep"
       mkdir -p "$d"
