@@ -7,7 +7,8 @@
 // forward and the input gradient share kernel_rows (a row's products) and run_tiles (a row's
 // tiles); forward_scratch and backward_scratch size each pass's scratch and lay it out. The
 // backward: pad_output_gradient, input_gradient, weight_gradient (with the bias gradient per
-// chunk), sum_chunks.
+// chunk), sum_chunks. Where bf16 products run on AMX, the passes it takes call the AMX loops
+// (conv_amx_loops.cpp) instead; conv_loops.h holds what both share.
 #include <hddp/kernels/conv.h>
 
 #include <algorithm>
@@ -16,10 +17,9 @@
 #include <limits>
 #include <vector>
 
-#include <hddp/kernels/amx/amx_tile_model.h>
 #include <hddp/kernels/bf16.h>
 #include <hddp/kernels/check.h>
-#include <hddp/kernels/conv/conv_amx_program.h>
+#include <hddp/kernels/conv/conv_loops.h>
 #include <hddp/kernels/conv/conv_ukernel.h>
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/elementwise.h>  // kParallelMin
@@ -43,13 +43,7 @@ const ConvKernels& conv_kernels() {
 
 namespace {
 std::atomic<int> g_forced_path{-1};
-void brgemm_model(const AmxCall& c) { amx_brgemm<ModelOps>(c); }
 }  // namespace
-
-const AmxBrgemm& conv_amx_model() {
-  static const AmxBrgemm k = brgemm_model;
-  return k;
-}
 
 ConvBf16Path conv_bf16_path() {
   const int forced = g_forced_path.load();
@@ -105,19 +99,14 @@ void set_conv_bf16_path(ConvBf16Path p) {
 
 }  // namespace detail
 
+using namespace conv_loops;
+
 namespace {
 
 using detail::BrgemmCall;
 using detail::ConvKernels;
 
-int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-// The progress hook (progress.h), from the team's thread 0 (the caller's thread) after each
-// work item of a loop below (a row of tiles: tens of microseconds), so that communication
-// started before the call (a gradient bucket's allreduce) moves while the convolution runs.
-inline void poll_from_master() {
-  if (omp_get_thread_num() == 0) progress_poll();
-}
 
 // The micro-tile of an M x N output: the NV and MR keeping the most accumulators busy over the
 // tiles M and N really split into (M in equal tiles of at most MR rows, N in blocks of NV
@@ -152,28 +141,6 @@ void check_shape(const char* fn, const ConvShape& s) {
                     << " pad=" << s.pad);
 }
 
-// Xp (B, H + 2 pad, W + 2 pad, C): X with `pad` zero rows and columns on every side, from NHWC
-// or NCHW. xp_size: its values; xp_row: where input row ih (-pad <= ih < H + pad) of image b starts.
-int64_t xp_size(const ConvShape& s) { return s.B * (s.H + 2 * s.pad) * (s.W + 2 * s.pad) * s.C; }
-template <class F>
-inline F* xp_row(F* xp, const ConvShape& s, int64_t b, int64_t ih) {
-  return xp + ((b * (s.H + 2 * s.pad) + ih + s.pad) * (s.W + 2 * s.pad)) * s.C;
-}
-int64_t dyp_size(const ConvShape& s, int64_t Np) { return s.B * s.OH() * (s.OW() + 2 * (s.k - 1 - s.pad)) * Np; }
-
-// The scratch of each pass, carved where it is sized: float regions one after another (offsets
-// in floats from the start), then the bf16 copies the bf16 kernels read (offsets in bf16 values
-// from the start; spare values between the copies, one spare float after them). With `amx`
-// (conv_amx_scratch()) the copies are laid out for the AMX loops too: the tiles read whole
-// blocks of 32 pixels, so up to 32 + k pixels past an image's last one (the slack).
-int64_t amx_slack(const ConvShape& s, int64_t channels) { return (32 + s.k) * channels; }
-
-struct ForwardScratch {
-  int64_t xp, wr, bp, yt;  // padded input, Wr[ki][kj][ci][co] (co to Np), bias to Np, NHWC output when Y is NCHW
-  int64_t xh, wh;          // bf16 copies of xp (then the slack) and wr (wr's k rows in pairs, co to wcols)
-  int64_t wcols;           // Np, or Cout to whole tiles of 32 (amx)
-  int64_t size;            // floats in all
-};
 ForwardScratch forward_scratch(const ConvShape& s, int64_t Np, bool amx) {
   ForwardScratch r;
   r.xp = 0;
@@ -188,38 +155,6 @@ ForwardScratch forward_scratch(const ConvShape& s, int64_t Np, bool amx) {
   return r;
 }
 
-// The AMX backward's geometry: images as rows of Wp (input gradient: OWq) pixels, "virtual"
-// pixels v = row * width + column counted over the padded width, the columns past the output
-// computed (in whole tiles) and dropped.
-struct AmxBackward {
-  int64_t Wp, Ps;  // padded input width; values per channel plane of XT (the padded image + slack)
-  int64_t Vb;      // the weight gradient's virtual pixels per image, OH * Wp to whole tiles of 32
-  int64_t Nq, Cq;  // Cout, C to whole tiles of 32
-  int64_t OWq, Hq; // the input gradient's dY: OW + 2q columns, H + k - 1 rows
-};
-AmxBackward amx_backward(const ConvShape& s) {
-  AmxBackward g;
-  g.Wp = s.W + 2 * s.pad;
-  g.Ps = round_up((s.H + 2 * s.pad) * g.Wp + 32 + s.k, 32);
-  g.Vb = round_up(s.OH() * g.Wp, 32);
-  g.Nq = round_up(s.Cout, 32), g.Cq = round_up(s.C, 32);
-  g.OWq = s.OW() + 2 * (s.k - 1 - s.pad), g.Hq = s.H + s.k - 1;
-  return g;
-}
-
-struct BackwardScratch {
-  int64_t xp, dyp, wd, part, dxt;  // padded input, padded dY (B, OH, OWq, Np), Wd[ki][kj'][co][ci] (co to
-                                   // Np, ci to Cp), per chunk dW[ki][kj][ci][co] (Np) then db (Np),
-                                   // NHWC input gradient when dX is NCHW
-  int64_t dyh, wdh;                // bf16 copies of dyp and wd (wd's k rows in pairs)
-  int64_t xt, dyv, dyq, wq;        // amx, bf16: XT (B, C, Ps) the padded input channel-major; dyv
-                                   // (B, Vb/2, Nq, 2) dY over the virtual pixels in pixel pairs; dyq
-                                   // (B, Hq, OWq, Nq) dY with k-1-pad zero rows and columns either
-                                   // side, then the slack; wq the input gradient's weights
-                                   // ((ki', kj', co) rows in pairs, Cq columns)
-  int64_t chunks, part_size;       // weight-gradient chunks, floats per chunk
-  int64_t size;                    // floats in all
-};
 BackwardScratch backward_scratch(const ConvShape& s, int64_t Np, int64_t Cp, bool amx) {
   BackwardScratch r;
   r.chunks = std::min(s.B, detail::kConvWeightChunks);
@@ -244,7 +179,7 @@ BackwardScratch backward_scratch(const ConvShape& s, int64_t Np, int64_t Cp, boo
   r.size = floats + (end - r.dyh + 1) / 2 + 1;
   return r;
 }
-inline uint16_t* bf16_at(float* scratch, int64_t off) { return reinterpret_cast<uint16_t*>(scratch) + off; }
+
 
 // xh, where given, gets the rows' bf16 copy (bf16.h's rounding) at the same offsets while they
 // are in cache. bf16_only (with xh, NHWC or one channel): xh alone is written, straight from X (xp untouched).
@@ -292,14 +227,6 @@ void pad_input(const ConvShape& s, ImageLayout in, const float* X, float* xp, ui
         }
 }
 
-// NHWC (B, P, C) -> NCHW (B, C, P).
-void to_nchw(int64_t B, int64_t P, int64_t C, const float* src, float* dst) {
-#pragma omp parallel for collapse(2) schedule(static) if (B * P * C > kParallelMin)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t p = 0; p < P; ++p) dst[(b * C + c) * P + p] = src[(b * P + p) * C + c];
-}
-
 // d = (y > 0 ? g : 0), n values; both read unconditionally and restrict, so that it vectorises.
 __attribute__((noinline)) void masked_copy(int64_t n, const float* __restrict g, const float* __restrict y,
                                            float* __restrict d) {
@@ -332,16 +259,6 @@ void to_pairs(int64_t rows, int64_t cols, const float* w, int64_t wout, uint16_t
       wh[(r / 2) * 2 * wout + 2 * c + r % 2] = c < cols ? to_bf16(w[r * cols + c]).bits : uint16_t(0);
 }
 
-// The bf16 operands of a pass: A's rows at the same offsets in xh as in the float xf, B's rows
-// (ldb floats each; every product starts at an even row) paired in wh.
-struct Bf16Operands {
-  const float* xf = nullptr;
-  const uint16_t* xh = nullptr;
-  const float* wf = nullptr;
-  const uint16_t* wh = nullptr;
-  int64_t ldb = 0;
-};
-
 // One float call run as its bf16 twin.
 void run_bf16(const detail::ConvKernels16& k16, const BrgemmCall& c, const Bf16Operands& o, int nvb, int64_t m) {
   constexpr int kMax = 16;
@@ -359,9 +276,7 @@ void run_bf16(const detail::ConvKernels16& k16, const BrgemmCall& c, const Bf16O
 }
 
 
-// Kernel rows of one output row (forward) or input row (input gradient) that fall inside the
-// image: at most 16 products per batch.
-constexpr int kMaxK = 16;
+
 
 void check_pool(const char* fn, const ConvShape& s, ImageLayout out, int64_t pool, const void* argmax) {
   HDDP_CHECK_ARG(pool == 0 || (pool > 0 && pool * pool <= 256 && pool <= s.OH() && pool <= s.OW() &&
@@ -491,110 +406,6 @@ Bf16Operands prepare_forward(const ConvShape& s, ImageLayout in, const float* X,
   reblock_forward(s, Np, Wt, b, wr, scratch + at.bp);
   if (copies) to_pairs(rows, Np, wr, amx ? at.wcols : Np, wh);
   return copies ? Bf16Operands{xp, xh, wr, wh, Np} : Bf16Operands{};
-}
-
-// ---- The AMX loops (conv_ukernel.h, AmxCall) ----
-// The AMX kernel bf16 products run on (the path AMX or its model), else nullptr.
-const detail::AmxBrgemm* amx_kernel(bool bf16) {
-  if (!bf16) return nullptr;
-  switch (detail::conv_bf16_path()) {
-    case detail::ConvBf16Path::Amx: return &detail::conv_amx();
-    case detail::ConvBf16Path::AmxModel: return &detail::conv_amx_model();
-    default: return nullptr;
-  }
-}
-
-// The forward's, where the AMX path takes it (conv_bf16_passes).
-const detail::AmxBrgemm* forward_amx_kernel(const ConvShape& s, bool bf16) {
-  return bf16 && detail::conv_bf16_passes(s).forward ? amx_kernel(bf16) : nullptr;
-}
-
-// A block of 32 "virtual" pixels from v0 by 32 channels from co0: an image's bf16 rows of `width`
-// pixels of ch channels read as one sequence of pixels, pixel v's taps of kernel row ki the k*ch
-// values from pixel v + ki * width on (A in place, lda ch); B the rows ki*k*ch on of wh (pairs,
-// wcols columns). out = the sum over the kernel rows.
-inline void amx_block(const detail::AmxBrgemm& f, int64_t k, const uint16_t* img, int64_t v0, int64_t width,
-                      int64_t ch, const uint16_t* wh, int64_t wcols, int64_t co0, float* out) {
-  const uint16_t* a[kMaxK];
-  const uint16_t* b[kMaxK];
-  int64_t kb[kMaxK];
-  for (int64_t ki = 0; ki < k; ++ki) {
-    a[ki] = img + (v0 + ki * width) * ch;
-    b[ki] = wh + ki * k * ch * wcols + 2 * co0;
-    kb[ki] = k * ch / 32;
-  }
-  f(detail::AmxCall{k, a, b, kb, ch, 2 * wcols, out, false});
-}
-
-// out's rows that are output pixels (v0 + i < V, column (v0 + i) % width < OW) to dst(row, column):
-// N channels, plus bias (N values, or nullptr), ReLU (r < 0 -> 0, NaN stays) where relu.
-template <class Dst>
-inline void amx_store(const float* out, int64_t v0, int64_t V, int64_t width, int64_t OW, int64_t N,
-                      const float* bias, bool relu, Dst dst) {
-  for (int64_t i = 0; i < 32 && v0 + i < V; ++i) {
-    const int64_t r = (v0 + i) / width, c = (v0 + i) % width;
-    if (c >= OW) continue;
-    float* d = dst(r, c);
-    const float* o = out + i * 32;
-    for (int64_t j = 0; j < N; ++j) {
-      const float v = o[j] + (bias ? bias[j] : 0.0f);
-      d[j] = relu && v < 0.0f ? 0.0f : v;
-    }
-  }
-}
-
-// The pool x pool windows of rows (pool rows of OW pixels, ldc floats a pixel, N channels) to the
-// pooled row at y and am (PW pixels, Cout values a pixel): the maxima and their window positions.
-// best, at: PW * N floats of the caller's.
-void pool_rows(const float* rows, int64_t OW, int64_t ldc, int64_t pool, int64_t PW, int64_t N, int64_t Cout,
-               float* best, float* at, float* y, uint8_t* am) {
-  std::fill(best, best + PW * N, -std::numeric_limits<float>::infinity());
-  std::fill(at, at + PW * N, 0.0f);
-  for (int64_t w = 0; w < pool * pool; ++w)
-    take_max(PW, N, rows + ((w / pool) * OW + w % pool) * ldc, pool * ldc, best, at, float(w));
-  for (int64_t pw = 0; pw < PW; ++pw) {
-    std::copy(best + pw * N, best + (pw + 1) * N, y + pw * Cout);
-    for (int64_t c = 0; c < N; ++c) am[pw * Cout + c] = uint8_t(at[pw * N + c]);
-  }
-}
-
-// The forward on AMX (k*C in whole tiles of 32): per image, block of 32 virtual pixels
-// (v = oh * Wp + ow) and block of 32 channels, into Y (NHWC: yo). pool > 0: per image, pooled row
-// and block of 32 channels, the blocks of the pool rows into a buffer (pool x OW x 32), then
-// pool_rows.
-void forward_amx(const ConvShape& s, const detail::AmxBrgemm& f, const Bf16Operands& h, int64_t wcols,
-                 const float* bias, bool relu, float* yo, int64_t pool, uint8_t* argmax) {
-  const int64_t Wp = s.W + 2 * s.pad, OH = s.OH(), OW = s.OW(), Cout = s.Cout, C = s.C, k = s.k;
-  const int64_t img = (s.H + 2 * s.pad) * Wp * C, nblocks = (Cout + 31) / 32;
-  const uint16_t* xh = h.xh;
-  const int64_t tasks_per_image = pool > 0 ? OH / pool : (OH * Wp + 31) / 32;
-#pragma omp parallel if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
-  {
-    alignas(64) float out[32 * 32];
-    std::vector<float> rows(size_t(pool > 0 ? pool * OW * 32 : 0)), best(size_t(OW * 32)), at(size_t(OW * 32));
-#pragma omp for collapse(3) schedule(static)
-    for (int64_t bi = 0; bi < s.B; ++bi)
-      for (int64_t u = 0; u < tasks_per_image; ++u)
-        for (int64_t j = 0; j < nblocks; ++j) {
-          const int64_t co0 = j * 32, N = std::min<int64_t>(32, Cout - co0);
-          const float* bj = bias ? bias + co0 : nullptr;
-          if (pool == 0) {
-            amx_block(f, k, xh + bi * img, u * 32, Wp, C, h.wh, wcols, co0, out);
-            amx_store(out, u * 32, OH * Wp, Wp, OW, N, bj, relu,
-                      [&](int64_t oh, int64_t ow) { return yo + ((bi * OH + oh) * OW + ow) * Cout + co0; });
-          } else {
-            const int64_t v_begin = u * pool * Wp, v_end = v_begin + pool * Wp;
-            for (int64_t v0 = v_begin; v0 < v_end; v0 += 32) {
-              amx_block(f, k, xh + bi * img, v0, Wp, C, h.wh, wcols, co0, out);
-              amx_store(out, v0, v_end, Wp, OW, N, bj, relu,
-                        [&](int64_t oh, int64_t ow) { return rows.data() + ((oh - u * pool) * OW + ow) * 32; });
-            }
-            const int64_t PW = OW / pool, o = ((bi * (OH / pool) + u) * PW) * Cout + co0;
-            pool_rows(rows.data(), OW, 32, pool, PW, N, Cout, best.data(), at.data(), yo + o, argmax + o);
-          }
-          poll_from_master();
-        }
-  }
 }
 
 // The forward with MaxPool2d(pool) in its store: per image, pooled row and channel block, the
@@ -728,14 +539,6 @@ void input_gradient(const ConvShape& s, ImageLayout in, const float* Wt, float* 
   if (in == ImageLayout::NCHW) to_nchw(s.B, H * Wd, C, dxt, dX);
 }
 
-// A chunk's bias gradient into pdb (Np): dYp's pixels added in order.
-void chunk_bias_gradient(const ConvShape& s, const float* dyp, int64_t Np, int64_t b0, int64_t b1, float* pdb) {
-  const int64_t OH = s.OH(), OW = s.OW(), q = s.k - 1 - s.pad, OWq = OW + 2 * q;
-  std::fill(pdb, pdb + Np, 0.0f);
-  for (int64_t bi = b0; bi < b1; ++bi)
-    for (int64_t oh = 0; oh < OH; ++oh) add_rows(OW, Np, dyp + ((bi * OH + oh) * OWq + q) * Np, pdb);
-}
-
 // Backward pass 3, the weight gradient (and the bias gradient) per chunk of images into the
 // chunk's part: dW[ki]((kj, ci), co) over the chunk's output rows, in batches of kBatch rows (a
 // partial sum in registers per batch, added into the chunk's buffer in order). Where all k*k*C
@@ -797,154 +600,6 @@ void weight_gradient(const ConvShape& s, const float* scratch, const BackwardScr
       }
 }
 
-// Backward pass 2 on AMX, the input gradient as a forward over dY: dX(ih, iw) = the sum over
-// (ki', kj', co) of dyq[ih + ki'][iw + kj'][co] . Wt[co][ci][k-1-ki'][k-1-kj'], with dyq dY with
-// k-1-pad zero rows and columns either side; per image, block of 32 virtual pixels
-// (v = ih * OWq + iw) and block of 32 input channels.
-void input_gradient_amx(const ConvShape& s, ImageLayout in, const float* Wt, float* dX, float* scratch,
-                        const BackwardScratch& sa, int64_t Np, const detail::AmxBrgemm& f) {
-  const AmxBackward g = amx_backward(s);
-  const int64_t C = s.C, k = s.k, Cout = s.Cout, H = s.H, W = s.W, OH = s.OH(), q = k - 1 - s.pad;
-  const int64_t OWq = g.OWq, Nq = g.Nq, Cq = g.Cq, img = g.Hq * OWq * Nq;
-  const float* dyp = scratch + sa.dyp;
-  uint16_t* dyq = bf16_at(scratch, sa.dyq);
-  uint16_t* wq = bf16_at(scratch, sa.wq);
-#pragma omp parallel for collapse(2) schedule(static) if (s.B * g.Hq * OWq * Nq > kParallelMin)
-  for (int64_t bi = 0; bi < s.B; ++bi)
-    for (int64_t r = 0; r < g.Hq; ++r) {
-      uint16_t* d = dyq + bi * img + r * OWq * Nq;
-      if (r < q || r >= q + OH) {
-        std::fill(d, d + OWq * Nq, uint16_t(0));
-        continue;
-      }
-      const float* src = dyp + (bi * OH + r - q) * OWq * Np;
-      for (int64_t c = 0; c < OWq; ++c) {
-        to_bf16(Np, src + c * Np, reinterpret_cast<hddp::bf16*>(d + c * Nq));
-        std::fill(d + c * Nq + Np, d + (c + 1) * Nq, uint16_t(0));
-      }
-    }
-  std::fill(dyq + s.B * img, dyq + s.B * img + amx_slack(s, Nq), uint16_t(0));
-  // wq: row (ki', kj', co), column ci, in pairs of rows.
-#pragma omp parallel for schedule(static) if (k * k * Nq * Cq > kParallelMin)
-  for (int64_t r = 0; r < k * k * Nq; ++r) {
-    const int64_t ki = k - 1 - r / (k * Nq), kj = k - 1 - r / Nq % k, co = r % Nq;
-    for (int64_t ci = 0; ci < Cq; ++ci)
-      wq[(r / 2) * 2 * Cq + 2 * ci + r % 2] =
-          co < Cout && ci < C ? to_bf16(Wt[((co * C + ci) * k + ki) * k + kj]).bits : uint16_t(0);
-  }
-  float* dxo = in == ImageLayout::NHWC ? dX : scratch + sa.dxt;
-  const int64_t V = H * OWq, vblocks = (V + 31) / 32, nblocks = (C + 31) / 32;
-#pragma omp parallel if (s.B * H * W * C * k * k * Cout > kParallelMin)
-  {
-    alignas(64) float out[32 * 32];
-#pragma omp for collapse(3) schedule(static)
-    for (int64_t bi = 0; bi < s.B; ++bi)
-      for (int64_t u = 0; u < vblocks; ++u)
-        for (int64_t j = 0; j < nblocks; ++j) {
-          const int64_t ci0 = j * 32, N = std::min<int64_t>(32, C - ci0);
-          amx_block(f, k, dyq + bi * img, u * 32, OWq, Nq, wq, Cq, ci0, out);
-          amx_store(out, u * 32, V, OWq, W, N, nullptr, false,
-                    [&](int64_t ih, int64_t iw) { return dxo + ((bi * H + ih) * W + iw) * C + ci0; });
-          poll_from_master();
-        }
-  }
-  if (in == ImageLayout::NCHW) to_nchw(s.B, H * W, C, scratch + sa.dxt, dX);
-}
-
-// The bf16 bits of the float with bits u, as bf16.h's to_bf16 (round to nearest even, NaN to
-// 0xFFFF), written on the bits so that the copies below vectorise.
-inline uint16_t rne16(uint32_t u) {
-  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? 0xffffu : r);
-}
-
-// Backward pass 3 on AMX (C in whole tiles of 32), the weight gradient per chunk of images:
-// dW[ki][kj][ci][co] = the sum over the chunk's images and virtual pixels v = oh * Wp + ow of
-// XT[ci][v + ki * Wp + kj] . dyv[v][co], dyv zero where ow >= OW; per chunk, (ki, kj), block of
-// 32 input and block of 32 output channels, the images' products summed in the tiles.
-void weight_gradient_amx(const ConvShape& s, float* scratch, const BackwardScratch& sa, int64_t Np, bool bias,
-                         float* part, const detail::AmxBrgemm& f) {
-  const AmxBackward g = amx_backward(s);
-  const int64_t C = s.C, k = s.k, Cout = s.Cout, OH = s.OH(), OW = s.OW(), q = k - 1 - s.pad, Wp = g.Wp;
-  const int64_t P = (s.H + 2 * s.pad) * Wp, Nq = g.Nq, Vb = g.Vb, chunks = sa.chunks;
-  const float* xp = scratch + sa.xp;
-  const float* dyp = scratch + sa.dyp;
-  uint16_t* xt = bf16_at(scratch, sa.xt);
-  uint16_t* dyv = bf16_at(scratch, sa.dyv);
-  // Both copies rounded to bf16 as bf16.h does (rne16: the bits of a float).
-  // XT[b][ci][p] = xp[b][p][ci], zeros from P to Ps: blocks of 32 pixels x 32 channels through a
-  // transpose in registers' reach.
-  const int64_t pblocks = (g.Ps + 31) / 32;
-#pragma omp parallel for collapse(2) schedule(static) if (s.B * C * g.Ps > kParallelMin)
-  for (int64_t bi = 0; bi < s.B; ++bi)
-    for (int64_t pb = 0; pb < pblocks; ++pb) {
-      const int64_t p0 = pb * 32, np = std::max<int64_t>(0, std::min<int64_t>(32, P - p0));
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(xp) + (bi * P + p0) * C;
-      for (int64_t c0 = 0; c0 < C; c0 += 32) {
-        uint16_t block[32][32];  // [ci][p]
-        for (int64_t p = 0; p < 32; ++p)
-          for (int64_t c = 0; c < 32; ++c) block[c][p] = p < np ? rne16(src[p * C + c0 + c]) : uint16_t(0);
-        for (int64_t c = 0; c < 32; ++c) {
-          uint16_t* d = xt + (bi * C + c0 + c) * g.Ps + p0;
-          std::copy(block[c], block[c] + std::min<int64_t>(32, g.Ps - p0), d);
-        }
-      }
-    }
-  // dyv[b][v / 2][co][v % 2] = dY(oh, ow) for v = oh * Wp + ow, ow < OW, oh < OH; else 0: per
-  // pixel pair one 32-bit word per channel, the two pixels' top halves.
-  const int64_t OWq = OW + 2 * q;
-#pragma omp parallel for collapse(2) schedule(static) if (s.B * Vb * Nq > kParallelMin)
-  for (int64_t bi = 0; bi < s.B; ++bi)
-    for (int64_t vp = 0; vp < Vb / 2; ++vp) {
-      uint32_t* d = reinterpret_cast<uint32_t*>(dyv) + (bi * Vb / 2 + vp) * Nq;
-      const uint32_t* src[2];
-      for (int64_t e = 0; e < 2; ++e) {
-        const int64_t v = 2 * vp + e, oh = v / Wp, ow = v % Wp;
-        src[e] = oh < OH && ow < OW ? reinterpret_cast<const uint32_t*>(dyp) + ((bi * OH + oh) * OWq + q + ow) * Np
-                                    : nullptr;
-      }
-      if (src[0] && src[1]) {
-        for (int64_t co = 0; co < Np; ++co) d[co] = uint32_t(rne16(src[0][co])) | uint32_t(rne16(src[1][co])) << 16;
-      } else if (src[0] || src[1]) {
-        const int shift = src[1] ? 16 : 0;
-        const uint32_t* x = src[1] ? src[1] : src[0];
-        for (int64_t co = 0; co < Np; ++co) d[co] = uint32_t(rne16(x[co])) << shift;
-      } else {
-        std::fill(d, d + Np, 0u);
-      }
-      std::fill(d + Np, d + Nq, 0u);
-    }
-  const int64_t cblocks = C / 32, nblocks = Nq / 32, tiles = k * k * cblocks * nblocks;
-#pragma omp parallel if (s.B * OH * OW * Cout * k * k * C > kParallelMin)
-  {
-    alignas(64) float out[32 * 32];
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch)
-      for (int64_t u = 0; u < tiles; ++u) {
-        const int64_t b0 = s.B * ch / chunks, b1 = s.B * (ch + 1) / chunks;
-        const int64_t kk = u / (cblocks * nblocks), ci0 = u / nblocks % cblocks * 32, co0 = u % nblocks * 32;
-        const int64_t N = std::min<int64_t>(32, Cout - co0);
-        const uint16_t* a[kMaxK];
-        const uint16_t* bb[kMaxK];
-        int64_t kb[kMaxK];
-        detail::AmxCall call{0, a, bb, kb, g.Ps, 2 * Nq, out, false};
-        for (int64_t bi = b0; bi < b1; ++bi) {
-          a[call.n] = xt + (bi * C + ci0) * g.Ps + kk / k * Wp + kk % k;
-          bb[call.n] = dyv + bi * Vb * Nq + 2 * co0;
-          kb[call.n] = Vb / 32;
-          if (++call.n == kMaxK || bi + 1 == b1) {
-            f(call);
-            call.n = 0, call.accumulate = true;
-          }
-        }
-        float* pc = part + ch * sa.part_size;
-        for (int64_t i = 0; i < 32; ++i) std::copy(out + i * 32, out + i * 32 + N, pc + (kk * C + ci0 + i) * Np + co0);
-        poll_from_master();
-        if (u == 0 && bias) chunk_bias_gradient(s, dyp, Np, b0, b1, pc + k * k * C * Np);
-      }
-  }
-}
-
 // The chunks' parts added in order (into chunk 0's), then into PyTorch's (Cout, C, k, k) and db.
 void sum_chunks(const ConvShape& s, const BackwardScratch& sa, int64_t Np, float* part, float* dW, float* db,
                 bool accumulate) {
@@ -973,6 +628,41 @@ void sum_chunks(const ConvShape& s, const BackwardScratch& sa, int64_t Np, float
 }
 
 }  // namespace
+
+namespace conv_loops {
+
+// NHWC (B, P, C) -> NCHW (B, C, P).
+void to_nchw(int64_t B, int64_t P, int64_t C, const float* src, float* dst) {
+#pragma omp parallel for collapse(2) schedule(static) if (B * P * C > kParallelMin)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < P; ++p) dst[(b * C + c) * P + p] = src[(b * P + p) * C + c];
+}
+
+// The pool x pool windows of rows (pool rows of OW pixels, ldc floats a pixel, N channels) to the
+// pooled row at y and am (PW pixels, Cout values a pixel): the maxima and their window positions.
+// best, at: PW * N floats of the caller's.
+void pool_rows(const float* rows, int64_t OW, int64_t ldc, int64_t pool, int64_t PW, int64_t N, int64_t Cout,
+               float* best, float* at, float* y, uint8_t* am) {
+  std::fill(best, best + PW * N, -std::numeric_limits<float>::infinity());
+  std::fill(at, at + PW * N, 0.0f);
+  for (int64_t w = 0; w < pool * pool; ++w)
+    take_max(PW, N, rows + ((w / pool) * OW + w % pool) * ldc, pool * ldc, best, at, float(w));
+  for (int64_t pw = 0; pw < PW; ++pw) {
+    std::copy(best + pw * N, best + (pw + 1) * N, y + pw * Cout);
+    for (int64_t c = 0; c < N; ++c) am[pw * Cout + c] = uint8_t(at[pw * N + c]);
+  }
+}
+
+// A chunk's bias gradient into pdb (Np): dYp's pixels added in order.
+void chunk_bias_gradient(const ConvShape& s, const float* dyp, int64_t Np, int64_t b0, int64_t b1, float* pdb) {
+  const int64_t OH = s.OH(), OW = s.OW(), q = s.k - 1 - s.pad, OWq = OW + 2 * q;
+  std::fill(pdb, pdb + Np, 0.0f);
+  for (int64_t bi = b0; bi < b1; ++bi)
+    for (int64_t oh = 0; oh < OH; ++oh) add_rows(OW, Np, dyp + ((bi * OH + oh) * OWq + q) * Np, pdb);
+}
+
+}  // namespace conv_loops
 
 bool conv_direct_supported(int64_t k, int64_t stride, int64_t pad) {
   return stride == 1 && k >= 1 && k <= kMaxK && pad >= 0 && pad < k;
