@@ -55,7 +55,8 @@ struct ParamSpec {
 // does it: the products of Linear (kernels/gemm_bf16.h) and of Conv2d at stride 1 (the direct
 // convolution, kernels/conv.h) read their operands rounded to bf16 and sum in float, on the bf16
 // unit measured fastest here (kernels/units.h: AMX, or AVX512_BF16 where it beats the float FMA);
-// products no bf16 unit takes run in float (on a CPU without one, Bf16 is Float: never slower).
+// products no bf16 unit takes run in float (on a CPU without one, Bf16 is Float: never slower),
+// and so do products too small to pay for the conversion (gemm_bf16.h, bf16_product_pays).
 // Activations, losses, reductions, the optimizer and the master weights stay float. Only float models compute in bf16 (a double model ignores it;
 // Conv2d at other strides stays float).
 enum class Precision { Float, Bf16 };

@@ -22,13 +22,13 @@ Precision parse_precision(const std::string& name) {
 const char* to_string(Precision p) { return p == Precision::Bf16 ? "bf16" : "float"; }
 
 namespace {
-// C = op(A) op(B) + beta C: gemm, or gemm_bf16 for a float product in Precision::Bf16 where this
-// CPU has a bf16 unit (units.h; without one the product stays float).
+// C = op(A) op(B) + beta C: gemm, or gemm_bf16 for a float product in Precision::Bf16 where that
+// is faster (bf16_product_pays: a bf16 unit here, and a product large enough).
 template <class T>
 void product(Precision p, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
              int64_t ldb, T beta, T* C, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>)
-    if (p == Precision::Bf16 && bf16_unit() != Bf16Unit::Float)
+    if (p == Precision::Bf16 && bf16_product_pays(M, N, K))
       return gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
   gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
 }

@@ -28,6 +28,14 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// Whether a float product of this size is faster through gemm_bf16 on this CPU's bf16 unit than
+// through gemm(): a bf16 unit (units.h: not Float) and 2*M*N*K >= kBf16MinFlops. Below that,
+// converting and packing the operands costs more than the unit saves (measured on AMX, one
+// thread: 32x20x20 0.19x, 64^3 0.96x, 64x128x64 1.16x, 128^3 1.80x the float GEMM's speed).
+// Core's Precision::Bf16 runs the smaller products in float.
+inline constexpr int64_t kBf16MinFlops = int64_t(1) << 20;
+bool bf16_product_pays(int64_t M, int64_t N, int64_t K);
+
 // The set gemm_bf16 runs here: "amx", "avx512bf16" or "portable" (an unknown or unsupported
 // HDDP_GEMM_BF16_KERNEL throws std::invalid_argument saying what to do).
 const char* gemm_bf16_kernel_name();

@@ -186,6 +186,10 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
 
 const char* gemm_bf16_kernel_name() { return detail::chosen_kernels().name; }
 
+bool bf16_product_pays(int64_t M, int64_t N, int64_t K) {
+  return 2 * M * N * K >= kBf16MinFlops && bf16_unit() != Bf16Unit::Float;
+}
+
 std::string gemm_bf16_unsupported_reason(const std::string& name) {
   return detail::isa_unsupported_reason(detail::kGemmBf16Isa, name);
 }

@@ -13,8 +13,10 @@
 #include "tests/common/gradcheck.h"
 #include "tests/common/testing.h"
 #include <hddp/core/rng.h>
+#include <hddp/kernels/gemm_bf16.h>
 #include <hddp/kernels/units.h>
 #include <hddp/kernels/bf16.h>
+#include <hddp/kernels/gemm_bf16.h>
 #include <hddp/kernels/units.h>
 #include <hddp/kernels/check.h>
 #include "tests/common/mse.h"
@@ -28,8 +30,9 @@ namespace {
 // a tolerance of a few float roundings of the sums), forward and both gradients; on a CPU with no
 // bf16 unit (kernels/units.h) the float products themselves.
 TEST(Linear, Bf16IsTheFloatProductOfRoundedOperands) {
+  const int64_t B = 64, in = 137, out = 75;  // 2 B in out >= kBf16MinFlops: large enough to pay
   const bool unit = bf16_unit() != Bf16Unit::Float;
-  const int64_t B = 9, in = 37, out = 11;
+  ASSERT_EQ(bf16_product_pays(B, out, in), unit);
   std::vector<float> X(B * in), W(out * in), b(out), dY(B * out);
   Rng rng(8, 0);
   for (auto* v : {&X, &W, &b, &dY})
@@ -65,20 +68,34 @@ TEST(Linear, Bf16IsTheFloatProductOfRoundedOperands) {
   for (int64_t i = 0; i < out; ++i) EXPECT_EQ(db[i], dbf[i]) << i;
 }
 
+// A product too small to pay for the conversion stays float in Precision::Bf16, bit for bit.
+TEST(Linear, SmallBf16ProductsStayFloat) {
+  const int64_t B = 9, in = 37, out = 11;
+  ASSERT_FALSE(bf16_product_pays(B, out, in));
+  std::vector<float> X(B * in), W(out * in), b(out), Y(B * out), Yf(B * out);
+  Rng rng(9, 0);
+  for (auto* v : {&X, &W, &b})
+    for (float& x : *v) x = rng.uniform<float>(-1, 1);
+  linear_forward<float>(B, in, out, X.data(), W.data(), b.data(), Y.data(), Precision::Bf16);
+  linear_forward<float>(B, in, out, X.data(), W.data(), b.data(), Yf.data());
+  EXPECT_EQ(Y, Yf);
+}
+
 TEST(Sequential, PrecisionBf16RunsTheProductsInBf16) {
   EXPECT_EQ(parse_precision("bf16"), Precision::Bf16);
   EXPECT_EQ(parse_precision("float"), Precision::Float);
   EXPECT_THROW(parse_precision("fp8"), std::invalid_argument);
   Rng rng(3, 0);
-  Sequential<float> m({Linear(4, 32), ReLU(), Linear(32, 3)}, 16, rng);
-  std::vector<float> X(16 * 4), T(16 * 3);
+  // Products of 2 x 64 x 64 x 128 flops and more: large enough to run on a bf16 unit.
+  Sequential<float> m({Linear(64, 128), ReLU(), Linear(128, 64)}, 64, rng);
+  std::vector<float> X(64 * 64), T(64 * 64);
   for (float& x : X) x = rng.uniform<float>(-1, 1);
   for (float& x : T) x = rng.uniform<float>(-1, 1);
   auto run = [&](Precision p) {
     m.set_precision(p);
     m.zero_grad();
-    m.forward(X, 16);
-    std::vector<float> out(m.output(), m.output() + 16 * 3);
+    m.forward(X, 64);
+    std::vector<float> out(m.output(), m.output() + 64 * 64);
     hddp::testing::backward_mse(m, T.data());
     out.insert(out.end(), m.grads(), m.grads() + m.num_params());
     return out;
