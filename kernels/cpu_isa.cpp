@@ -133,7 +133,7 @@ std::string isa_unsupported_reason(const IsaFamily& f, const std::string& name) 
 }
 
 std::string isa_unsupported_reason(const std::string& name, const char* env_var) {
-  for (const IsaFamily* f : {&kGemmIsa, &kGemmBf16Isa, &kConvIsa, &kElementwiseIsa})
+  for (const IsaFamily* f : {&kGemmIsa, &kGemmBf16Isa, &kConvIsa, &kElementwiseIsa, &kAttentionIsa})
     if (std::strcmp(f->env_var, env_var) == 0) return isa_unsupported_reason(*f, name);
   HDDP_CHECK_ARG(false, "no kernel family reads " << env_var);
 }

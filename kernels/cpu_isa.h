@@ -46,11 +46,12 @@ inline constexpr IsaFamily kGemmIsa{"HDDP_GEMM_KERNEL", "kernel", {"avx512", "av
 inline constexpr IsaFamily kGemmBf16Isa{"HDDP_GEMM_BF16_KERNEL", "bf16 kernel", {"amx", "avx512bf16", "portable"}};
 inline constexpr IsaFamily kConvIsa{"HDDP_CONV_KERNEL", "kernel", {"avx512", "avx2", "portable"}};
 inline constexpr IsaFamily kElementwiseIsa{"HDDP_ELEMENTWISE_KERNEL", "kernel", {"avx512", "avx2", "portable"}};
+inline constexpr IsaFamily kAttentionIsa{"HDDP_ATTENTION_KERNEL", "kernel", {"avx512", "avx2", "portable"}};
 
 // Why the family's set `name` cannot run here ("" when it can); a name the family does not have
 // throws std::invalid_argument naming the variable and the valid names.
 std::string isa_unsupported_reason(const IsaFamily& f, const std::string& name);
-// The same for the family whose variable is env_var (one of the four above).
+// The same for the family whose variable is env_var (one of the five above).
 std::string isa_unsupported_reason(const std::string& name, const char* env_var);
 // The widest set of the family this CPU runs.
 std::string_view isa_widest(const IsaFamily& f);

@@ -32,6 +32,31 @@ void tanh_forward(int64_t n, const T* x, T* y);
 template <class T>
 void tanh_backward(int64_t n, const T* y, const T* dy, T* dx);
 
+// GELU in PyTorch's tanh form (F.gelu(x, approximate='tanh')): y = 0.5 x (1 + tanh(sqrt(2/pi)
+// (x + 0.044715 x^3))); x and y may alias.
+template <class T>
+void gelu_forward(int64_t n, const T* x, T* y);
+
+// dx = dy * GELU'(x), from the saved input x; dx may alias dy.
+template <class T>
+void gelu_backward(int64_t n, const T* x, const T* dy, T* dx);
+
+// LayerNorm over `rows` rows of C values (PyTorch's nn.LayerNorm(C, eps)): per row the mean and
+// the biased variance (summed in double, one read of the row), rstd = 1 / sqrt(var + eps),
+// Y = (X - mean) rstd w + b. Keeps mean and rstd (rows values each) for backward. Y may alias X.
+template <class T>
+void layernorm_forward(int64_t rows, int64_t C, const T* X, const T* w, const T* b, double eps, T* Y, T* mean,
+                       T* rstd);
+
+// Values of scratch layernorm_backward needs.
+int64_t layernorm_backward_scratch(int64_t rows, int64_t C);
+// One pass over the rows: dX (written; null: not wanted), and dw, db (C each; accumulate: +=,
+// else overwritten). Rows go in fixed chunks whose partial sums of dw and db are added in
+// chunk order: the same bits for any thread count. dX may alias dY.
+template <class T>
+void layernorm_backward(int64_t rows, int64_t C, const T* X, const T* w, const T* mean, const T* rstd, const T* dY,
+                        T* dX, T* dw, T* db, bool accumulate, T* scratch);
+
 // y = max(x, 0); x and y may alias.
 template <class T>
 void relu_forward(int64_t n, const T* x, T* y);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <hddp/kernels/bf16.h>
+#include <hddp/kernels/check.h>
 #include <hddp/kernels/cpu_isa.h>
 #include <hddp/kernels/elementwise/elementwise_ukernel.h>
 
@@ -204,6 +205,53 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const 
   });
 }
 
+template <class T>
+void gelu_forward(int64_t n, const T* x, T* y) {
+  for_range(n, n * 8, [&](int64_t lo, int64_t hi) { L<T>().gelu_forward(hi - lo, x + lo, y + lo); });
+}
+
+template <class T>
+void gelu_backward(int64_t n, const T* x, const T* dy, T* dx) {
+  for_range(n, n * 8, [&](int64_t lo, int64_t hi) { L<T>().gelu_backward(hi - lo, x + lo, dy + lo, dx + lo); });
+}
+
+template <class T>
+void layernorm_forward(int64_t rows, int64_t C, const T* X, const T* w, const T* b, double eps, T* Y, T* mean,
+                       T* rstd) {
+  HDDP_CHECK_ARG(rows >= 0 && C > 0 && eps >= 0, "layernorm_forward: need rows >= 0, C > 0, eps >= 0; got rows="
+                                                     << rows << " C=" << C << " eps=" << eps);
+  for_range(rows, rows * C * 2, [&](int64_t lo, int64_t hi) {
+    L<T>().layernorm_forward(hi - lo, C, X + lo * C, w, b, eps, Y + lo * C, mean + lo, rstd + lo);
+  });
+}
+
+namespace {
+constexpr int64_t kLnChunk = 32;  // rows whose dw, db partial sums one chunk keeps
+}
+
+int64_t layernorm_backward_scratch(int64_t rows, int64_t C) { return (rows + kLnChunk - 1) / kLnChunk * 2 * C; }
+
+template <class T>
+void layernorm_backward(int64_t rows, int64_t C, const T* X, const T* w, const T* mean, const T* rstd, const T* dY,
+                        T* dX, T* dw, T* db, bool accumulate, T* scratch) {
+  HDDP_CHECK_ARG(rows >= 0 && C > 0, "layernorm_backward: need rows >= 0 and C > 0; got rows=" << rows << " C=" << C);
+  const int64_t chunks = (rows + kLnChunk - 1) / kLnChunk;
+  for_range(chunks, rows * C * 4, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      T* part = scratch + k * 2 * C;
+      std::fill(part, part + 2 * C, T(0));
+      const int64_t r0 = k * kLnChunk, n = std::min(kLnChunk, rows - r0);
+      L<T>().layernorm_backward(n, C, X + r0 * C, w, mean + r0, rstd + r0, dY + r0 * C, dX ? dX + r0 * C : nullptr,
+                                part, part + C);
+    }
+  });
+  for (int64_t j = 0; j < C; ++j) {  // chunk partials in chunk order
+    T sw = accumulate ? dw[j] : T(0), sb = accumulate ? db[j] : T(0);
+    for (int64_t k = 0; k < chunks; ++k) sw += scratch[k * 2 * C + j], sb += scratch[k * 2 * C + C + j];
+    dw[j] = sw, db[j] = sb;
+  }
+}
+
 #define HDDP_INSTANTIATE(T)                                                              \
   template void add_bias_rows<T>(int64_t, int64_t, const T*, T*, int64_t);               \
   template void col_sums<T>(int64_t, int64_t, const T*, int64_t, T*, bool);              \
@@ -219,7 +267,12 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, int64_t step, const 
   template bool all_finite<T>(int64_t, const T*);                                        \
   template void adam_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamHyper&); \
   template void adamw_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamWHyper&); \
-  template void sgd_update<T>(int64_t, T*, const T*, T*, int64_t, const SgdHyper&);
+  template void sgd_update<T>(int64_t, T*, const T*, T*, int64_t, const SgdHyper&);      \
+  template void gelu_forward<T>(int64_t, const T*, T*);                                  \
+  template void gelu_backward<T>(int64_t, const T*, const T*, T*);                       \
+  template void layernorm_forward<T>(int64_t, int64_t, const T*, const T*, const T*, double, T*, T*, T*); \
+  template void layernorm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, const T*, T*, T*, \
+                                      T*, bool, T*);
 HDDP_INSTANTIATE(float)
 HDDP_INSTANTIATE(double)
 

@@ -33,10 +33,8 @@ namespace {
 //   tanh t = u / (u + 2), and x's sign (-0 stays -0)
 // The truncation error (w^8/8!, relative) matters only where it cannot reach the float result:
 // at small t it is below 1e-14, at large t tanh = 1 - 2/(u + 2) divides u's error by u.
-inline void tanh_float_loop(int64_t n, const float* x, float* y) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float xi = x[i];
+inline float tanh_float_one(float xi) {
+  {
     double t = std::fabs(double(xi));
     t = t > 9.1 ? 9.1 : t;  // NaN compares false: stays NaN
     const double w = t * (2.0 / 32.0);
@@ -49,8 +47,13 @@ inline void tanh_float_loop(int64_t n, const float* x, float* y) {
     p = p * w + 1.0;
     double u = p * w;
     u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0);
-    y[i] = std::copysign(float(u / (u + 2.0)), xi);
+    return std::copysign(float(u / (u + 2.0)), xi);
   }
+}
+
+inline void tanh_float_loop(int64_t n, const float* x, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = tanh_float_one(x[i]);
 }
 
 // tanh of doubles: SLEEF's vector tanh (1.0 ulp) at the set's width, the tail through one
@@ -76,6 +79,89 @@ template <class T>
 void tanh_backward_loop(int64_t n, const T* y, const T* dy, T* dx) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
+}
+
+// GELU, tanh form (PyTorch's F.gelu(approximate='tanh'), its CPU kernel's order of operations):
+//   inner = sqrt(2/pi) (x + 0.044715 x^3), y = 0.5 x (1 + tanh(inner))
+//   dx = dy (0.5 (1 + tanh) + 0.5 x (1 - tanh^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))
+// tanh of floats as tanh_float_loop (0.5 ulp); of doubles, std::tanh (the tests' precision).
+template <class T>
+inline T tanh_one(T x) {
+  if constexpr (sizeof(T) == 4) return tanh_float_one(x);
+  else return std::tanh(x);
+}
+constexpr double kGeluBeta = 0.7978845608028654, kGeluKappa = 0.044715;
+
+template <class T>
+void gelu_forward_loop(int64_t n, const T* x, T* y) {
+  const T beta = T(kGeluBeta), kappa = T(kGeluKappa);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    const T inner = beta * (xi + kappa * (xi * xi * xi));
+    y[i] = T(0.5) * xi * (T(1) + tanh_one(inner));
+  }
+}
+
+template <class T>
+void gelu_backward_loop(int64_t n, const T* x, const T* dy, T* dx) {
+  const T beta = T(kGeluBeta), kappa = T(kGeluKappa);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i], x2 = xi * xi;
+    const T t = tanh_one(beta * (xi + kappa * (x2 * xi)));
+    const T left = T(0.5) * xi, right = T(1) + t;
+    const T d_right = left * ((T(1) - t * t) * (beta * (T(1) + T(3) * kappa * x2)));
+    dx[i] = dy[i] * (T(0.5) * right + d_right);
+  }
+}
+
+// LayerNorm over rows of C values (PyTorch's nn.LayerNorm(C), biased variance):
+//   mean, var of the row (summed in double, one read), rstd = 1 / sqrt(var + eps)
+//   y = (x - mean) rstd w + b
+template <class T>
+void layernorm_forward_loop(int64_t rows, int64_t C, const T* X, const T* w, const T* b, double eps, T* Y, T* mean,
+                            T* rstd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = X + r * C;
+    double s = 0, s2 = 0;
+#pragma omp simd reduction(+ : s, s2)
+    for (int64_t j = 0; j < C; ++j) {
+      const double v = double(x[j]);
+      s += v, s2 += v * v;
+    }
+    const double mu = s / double(C), var = std::max(s2 / double(C) - mu * mu, 0.0);
+    const T m = T(mu), rs = T(1.0 / std::sqrt(var + eps));
+    mean[r] = m, rstd[r] = rs;
+    T* y = Y + r * C;
+#pragma omp simd
+    for (int64_t j = 0; j < C; ++j) y[j] = (x[j] - m) * rs * w[j] + b[j];
+  }
+}
+
+// dX of the rows (written), dw and db summed onto (+=), rows in order:
+//   xhat = (x - mean) rstd, g = dy w
+//   dx = rstd (g - mean(g) - xhat mean(g xhat)), dw += dy xhat, db += dy
+template <class T>
+void layernorm_backward_loop(int64_t rows, int64_t C, const T* X, const T* w, const T* mean, const T* rstd,
+                             const T* dY, T* dX, T* dw, T* db) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *x = X + r * C, *dy = dY + r * C;
+    const T m = mean[r], rs = rstd[r];
+    T sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int64_t j = 0; j < C; ++j) {
+      const T xh = (x[j] - m) * rs, g = dy[j] * w[j];
+      sg += g, sgx += g * xh;
+      dw[j] += dy[j] * xh;
+      db[j] += dy[j];
+    }
+    const T mg = sg / T(C), mgx = sgx / T(C);
+    if (!dX) continue;
+    T* dx = dX + r * C;
+#pragma omp simd
+    for (int64_t j = 0; j < C; ++j) dx[j] = rs * (dy[j] * w[j] - mg - (x[j] - m) * rs * mgx);
+  }
 }
 
 template <class T>
@@ -309,7 +395,8 @@ EltLoops<T> make_loops() {
   return {tanh_forward_loop<T>, tanh_backward_loop<T>, relu_forward_loop<T>, relu_backward_loop<T>,
           add_bias_rows_loop<T>, col_sums_loop<T>, sum_sq_diff_loop<T>, sum_sq_loop<T>,
           scaled_diff_loop<T>, axpy_loop<T>, scale_loop<T>, all_finite_loop<T>,
-          adam_loop<T>, adamw_loop<T>, sgd_loop<T>};
+          adam_loop<T>, adamw_loop<T>, sgd_loop<T>, gelu_forward_loop<T>, gelu_backward_loop<T>,
+          layernorm_forward_loop<T>, layernorm_backward_loop<T>};
 }
 
 // float -> bf16 bits, round to nearest even, NaN -> 0xFFFF (bf16.h): integer operations with

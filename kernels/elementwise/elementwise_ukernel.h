@@ -53,6 +53,13 @@ struct EltLoops {
   void (*adam)(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s);
   void (*adamw)(int64_t n, T* param, const T* grad, T* m, T* v, const AdamScalars<T>& s);
   void (*sgd)(int64_t n, T* param, const T* grad, T* buf, const SgdScalars<T>& s);
+  void (*gelu_forward)(int64_t n, const T* x, T* y);
+  void (*gelu_backward)(int64_t n, const T* x, const T* dy, T* dx);
+  void (*layernorm_forward)(int64_t rows, int64_t C, const T* X, const T* w, const T* b, double eps, T* Y, T* mean,
+                            T* rstd);
+  // dw, db += over the rows, in order; dX may be null.
+  void (*layernorm_backward)(int64_t rows, int64_t C, const T* X, const T* w, const T* mean, const T* rstd,
+                             const T* dY, T* dX, T* dw, T* db);
 };
 
 inline constexpr int64_t kColBlock = 64;  // columns per col_sums call (an accumulator row on the stack)
