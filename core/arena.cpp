@@ -13,7 +13,7 @@ const ParamView* view_containing(const std::vector<ParamView>& views, int64_t of
 }
 
 template <class T>
-size_t ParamArena<T>::add(std::string name, int64_t rows, int64_t cols, std::vector<int64_t> shape) {
+size_t ParamArena<T>::add(std::string name, int64_t rows, int64_t cols, std::vector<int64_t> shape, bool decay) {
   HDDP_CHECK_ARG(!name.empty(), "ParamArena::add: empty parameter name");
   HDDP_CHECK_ARG(rows > 0 && cols > 0,
                  "ParamArena::add: parameter '" << name << "' has shape " << rows << "x" << cols
@@ -24,7 +24,7 @@ size_t ParamArena<T>::add(std::string name, int64_t rows, int64_t cols, std::vec
   HDDP_CHECK_ARG(shape.empty() || n == rows * cols,
                  "ParamArena::add: parameter '" << name << "': its shape holds " << n << " values, not " << rows * cols);
   const int64_t offset = size();
-  views_.push_back({std::move(name), offset, rows, cols, std::move(shape)});
+  views_.push_back({std::move(name), offset, rows, cols, std::move(shape), decay});
   params_.resize(size_t(offset + rows * cols), T(0));
   grads_.resize(params_.size(), T(0));
   return views_.size() - 1;

@@ -21,6 +21,7 @@ struct ParamView {
   int64_t rows = 0, cols = 0;
   std::vector<int64_t> shape;  // the tensor's shape as PyTorch holds it (a convolution's weight
                                // (out, in, k, k)); empty: rows x cols
+  bool decay = true;           // AdamW's weight decay applies (ParamSpec::decay)
   int64_t size() const { return rows * cols; }
 };
 
@@ -34,7 +35,7 @@ class ParamArena {
   // index. Names must be unique and non-empty, rows and cols positive, `shape` (PyTorch's, for
   // safetensors; empty: rows x cols) of rows x cols values (throws otherwise).
   // Invalidates pointers obtained earlier from params()/grads().
-  size_t add(std::string name, int64_t rows, int64_t cols, std::vector<int64_t> shape = {});
+  size_t add(std::string name, int64_t rows, int64_t cols, std::vector<int64_t> shape = {}, bool decay = true);
 
   size_t num_tensors() const { return views_.size(); }
   int64_t size() const { return int64_t(params_.size()); }  // total number of values

@@ -440,7 +440,7 @@ Shape Conv2d<T>::setup(const Shape& in) {
 template <class T>
 std::vector<ParamSpec> Conv2d<T>::parameters() const {
   std::vector<ParamSpec> p{{"weight", out_, in_ * k_ * k_, {out_, in_, k_, k_}}};  // PyTorch's (out, in, k, k)
-  if (bias_) p.push_back({"bias", out_, 1, {out_}});
+  if (bias_) p.push_back({"bias", out_, 1, {out_}, false});
   return p;
 }
 

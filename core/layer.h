@@ -45,10 +45,16 @@ std::string to_string(const Shape& s);  // "(1, 28, 28)"
 // One parameter tensor of a layer: row-major rows x cols ("weight", out x in; "bias", out x 1),
 // and its shape as PyTorch holds it, which safetensors files carry (a convolution's weight
 // (out, in, kh, kw) is out x (in * kh * kw) here; a bias {out}); empty: rows x cols.
+// decay: AdamW's weight decay applies (false for biases, norms' scales and embeddings: the
+// groups GPT training uses). tie: the full name of an earlier layer's parameter ("0.wte") this
+// one is: one tensor, two uses (a language model's head reads the token embedding). A tied
+// parameter takes no arena space; both layers' gradients add into the one tensor.
 struct ParamSpec {
   std::string name;
   int64_t rows = 0, cols = 0;
   std::vector<int64_t> shape = {};
+  bool decay = true;
+  std::string tie = {};
 };
 
 // How a model's products run (Sequential::set_precision): Float, or Bf16 as PyTorch's CPU autocast
@@ -85,7 +91,7 @@ struct Forward {
 // (accumulate) or to overwrite (!accumulate: the first backward after zero_grad). x is the
 // layer's input as forward saw it, nullptr for an in-place layer (forward overwrote it: such a
 // layer differentiates from y and its saved values); dx may equal dy for an in-place layer.
-// y is the layer's output; only an in-place layer may read it (the next layer may have run in
+// y is the layer's output; only an in-place layer, or one that keeps_output(), may read it (the next layer may have run in
 // place over the output of a layer that is not: Sequential keeps it only for in-place layers).
 template <class T>
 struct Backward {
@@ -124,6 +130,9 @@ class Layer {
   // True when the layer can compute with y == x: its backward reads only y, dy and saved. Sequential
   // runs it so unless the layer before it is in place too (whose backward reads that output).
   virtual bool in_place() const { return false; }
+  // True when backward reads the layer's output y (the fused attention): Sequential then runs
+  // no next layer in place over it.
+  virtual bool keeps_output() const { return false; }
 
   // Channels last. An image activation {C, H, W} is NCHW (PyTorch's order) unless the layers on
   // both sides of it work channels-last (NHWC, the direct convolution's order, kernels/conv.h):

@@ -150,15 +150,21 @@ std::string Linear<T>::name() const {
 template <class T>
 Shape Linear<T>::setup(const Shape& in) {
   HDDP_CHECK_ARG(in_ > 0 && out_ > 0, "in and out must be positive");
-  HDDP_CHECK_ARG(numel(in) == in_, "expects " << in_ << " input features but gets " << numel(in)
-                                              << " (input shape " << to_string(in) << ")");
-  return {out_};
+  const bool sequence = in.size() == 2 && in[1] == in_;  // (T, in), T = 1 included
+  if (!sequence && numel(in) == in_) return rows_ = 1, Shape{out_};
+  // A sequence (T, in): every position alike, as nn.Linear on the last dimension.
+  HDDP_CHECK_ARG(in.size() >= 2 && in.back() == in_, "expects " << in_ << " input features but gets " << numel(in)
+                                                                 << " (input shape " << to_string(in) << ")");
+  rows_ = numel(in) / in_;
+  Shape out = in;
+  out.back() = out_;
+  return out;
 }
 
 template <class T>
 std::vector<ParamSpec> Linear<T>::parameters() const {
   std::vector<ParamSpec> p{{"weight", out_, in_}};
-  if (bias_) p.push_back({"bias", out_, 1, {out_}});
+  if (bias_) p.push_back({"bias", out_, 1, {out_}, false});
   return p;
 }
 
@@ -172,13 +178,13 @@ void Linear<T>::reset_parameters(Rng& rng, T* const* params) const {
 
 template <class T>
 void Linear<T>::forward(const Forward<T>& f) const {
-  linear_forward(f.batch, in_, out_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
+  linear_forward(f.batch * rows_, in_, out_, f.x, f.params[0], bias_ ? f.params[1] : nullptr, f.y,
                  f.bf16 ? Precision::Bf16 : Precision::Float);
 }
 
 template <class T>
 void Linear<T>::backward(const Backward<T>& b) const {
-  linear_backward(b.batch, in_, out_, b.x, b.params[0], b.dy, b.dx, b.grads[0], bias_ ? b.grads[1] : nullptr,
+  linear_backward(b.batch * rows_, in_, out_, b.x, b.params[0], b.dy, b.dx, b.grads[0], bias_ ? b.grads[1] : nullptr,
                   b.accumulate, b.bf16 ? Precision::Bf16 : Precision::Float);
 }
 

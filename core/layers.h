@@ -66,7 +66,8 @@ void softmax_xent_backward(int64_t B, int64_t C, const T* probs, const int32_t* 
 namespace layers {
 
 // PyTorch's nn.Linear(in, out, bias): Y = X W^T + b; input {in} (any shape of in values),
-// output {out}. Parameters "weight" (out x in), "bias" (out x 1); both initialised
+// output {out}; or a sequence {T, in} (last dimension in, as nn.Linear on a (B, T, in)
+// tensor), output {T, out}: B T rows through one product. Parameters "weight" (out x in), "bias" (out x 1); both initialised
 // U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_(a=sqrt(5)) gives the weight the same bound).
 template <class T>
 class Linear final : public Layer<T> {
@@ -78,9 +79,10 @@ class Linear final : public Layer<T> {
   void reset_parameters(Rng& rng, T* const* params) const override;
   void forward(const Forward<T>& f) const override;
   void backward(const Backward<T>& b) const override;
-  // 2 B in out, + B out for the bias.
+  // 2 B rows in out, + B rows out for the bias.
   double flops(int64_t batch) const override {
-    return 2.0 * double(batch) * double(in_) * double(out_) + (bias_ ? double(batch) * double(out_) : 0.0);
+    const double n = double(batch) * double(rows_);
+    return 2.0 * n * double(in_) * double(out_) + (bias_ ? n * double(out_) : 0.0);
   }
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
@@ -89,6 +91,7 @@ class Linear final : public Layer<T> {
  private:
   int64_t in_, out_;
   bool bias_;
+  int64_t rows_ = 1;  // rows per sample: positions of a sequence (input (T, in)), else 1
 };
 
 // Element-wise activations, in place, differentiated from their output.

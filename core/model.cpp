@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <cstring>
 #include <stdexcept>
 
@@ -85,10 +86,26 @@ void Sequential<T>::build(Shape input, std::vector<LayerSpec> specs, int64_t max
     Slot& s = slots_[i];
     // In place only where no backward needs what it overwrites: the previous layer's output,
     // which an in-place previous layer reads in backward. The model's input copy is free.
-    s.in_place = s.layer->in_place() && s.in_size == s.out_size && (i == 0 || !slots_[i - 1].in_place);
+    s.in_place = s.layer->in_place() && s.in_size == s.out_size &&
+                 (i == 0 || (!slots_[i - 1].in_place && !slots_[i - 1].layer->keeps_output()));
     s.p_begin = arena_.size();
-    for (const ParamSpec& p : s.layer->parameters())
-      s.param_off.push_back(arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols, p.shape)).offset);
+    for (const ParamSpec& p : s.layer->parameters()) {
+      if (p.tie.empty()) {
+        s.param_off.push_back(
+            arena_.view(arena_.add(std::to_string(i) + "." + p.name, p.rows, p.cols, p.shape, p.decay)).offset);
+        continue;
+      }
+      // One tensor, two uses: the earlier layer owns it; its backward adds to what this one wrote.
+      const std::optional<size_t> k = arena_.find(p.tie);
+      HDDP_CHECK_ARG(k, "Sequential: " << layer_name(i) << ": its parameter '" << p.name << "' is tied to '" << p.tie
+                                       << "', which no earlier layer has");
+      const ParamView& v = arena_.view(*k);
+      HDDP_CHECK_ARG(v.rows == p.rows && v.cols == p.cols,
+                     "Sequential: " << layer_name(i) << ": its parameter '" << p.name << "' (" << p.rows << " x "
+                                    << p.cols << ") is tied to '" << p.tie << "' (" << v.rows << " x " << v.cols << ")");
+      s.param_off.push_back(v.offset);
+      slots_[size_t(std::stoll(v.name.substr(0, v.name.find('.'))))].tie_owner = true;
+    }
     s.p_end = arena_.size();
   }
   // A ReLU in place after a layer that applies it in its own store (the direct convolution),
@@ -249,7 +266,12 @@ void Sequential<T>::run_backward(const T* dY) {
   // After zero_grad the layers overwrite their gradients; cleared before the first hook, so a
   // hook that reads grads() sees this backward's values, never a late zeroing.
   Backward<T> b;
-  b.batch = batch_, b.accumulate = !zero_pending_, b.scratch = w + scratch_off_;
+  b.batch = batch_, b.scratch = w + scratch_off_;
+  const bool overwrite = zero_pending_;
+  // A tied parameter's owner adds to what a later layer wrote: its gradients start from zeros.
+  if (overwrite)
+    for (const Slot& s : slots_)
+      if (s.tie_owner) std::fill(arena_.grads() + s.p_begin, arena_.grads() + s.p_end, T(0));
   b.bf16 = std::is_same_v<T, float> && precision_ == Precision::Bf16;
   zero_pending_ = false;
   const T* d = dY;  // dLoss/d(output of layer i)
@@ -268,6 +290,7 @@ void Sequential<T>::run_backward(const T* dY) {
     b.y = w + slots_[i + size_t(s.fused)].out_off, b.dy = d, b.dx = i > 0 ? dx : nullptr, b.saved = w + s.saved_off;
     b.params = ptrs_.data() + ptr_at_[i];
     b.grads = ptrs_.data() + ptr_at_[i] + s.param_off.size();
+    b.accumulate = !overwrite || s.tie_owner;
     s.layer->backward(b);
     if (s.p_end > s.p_begin) ready = s.p_begin;
     d = dx;

@@ -144,6 +144,7 @@ class Sequential final : public Module<T> {
     std::vector<int64_t> param_off;      // arena offset of each parameter
     bool in_place = false;               // runs with its output in its input's buffer
     bool absorbed = false;               // a layer the one before applies in its own store
+    bool tie_owner = false;              // a later layer ties to one of its parameters
     int fused = 0;                       // layers after this one it applies (absorbed)
     int64_t in_off = 0, out_off = 0, saved_off = 0;  // work arena offsets (max_batch samples)
   };

@@ -60,10 +60,39 @@ AdamFamily<T, Hyper>::AdamFamily(int64_t n, const Hyper& h)
 
 template <class T, class Hyper>
 void AdamFamily<T, Hyper>::step(T* params, const T* grads) {
-  if constexpr (std::is_same_v<Hyper, AdamWHyper>)
-    adamw_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
-  else
-    adam_update(this->n_, params, grads, m_.data(), v_.data(), ++this->steps_, h_);
+  const int64_t t = ++this->steps_;
+  const auto run = [&](int64_t b, int64_t e, const Hyper& h) {
+    if constexpr (std::is_same_v<Hyper, AdamWHyper>)
+      adamw_update(e - b, params + b, grads + b, m_.data() + b, v_.data() + b, t, h);
+    else
+      adam_update(e - b, params + b, grads + b, m_.data() + b, v_.data() + b, t, h);
+  };
+  if (groups_.empty()) return run(0, this->n_, h_);
+  Hyper none = h_;
+  none.weight_decay = 0;
+  for (const Segment& s : groups_) run(s.begin, s.end, s.decay ? h_ : none);
+}
+
+template <class T, class Hyper>
+void AdamFamily<T, Hyper>::set_decay_groups(const std::vector<ParamView>& views) {
+  std::vector<Segment> g;
+  int64_t at = 0;
+  for (const ParamView& v : views) {
+    HDDP_CHECK_ARG(v.offset == at, kind() << ": decay groups: parameter '" << v.name << "' at offset " << v.offset
+                                          << ", expected " << at << " (the views must cover the arena in order)");
+    if (!g.empty() && g.back().decay == v.decay) g.back().end += v.size();
+    else g.push_back({at, at + v.size(), v.decay});
+    at += v.size();
+  }
+  HDDP_CHECK_ARG(at == this->n_, kind() << ": decay groups cover " << at << " values, the optimizer has " << this->n_);
+  groups_ = std::move(g);
+}
+
+template <class T, class Hyper>
+int64_t AdamFamily<T, Hyper>::no_decay_values() const {
+  int64_t n = 0;
+  for (const Segment& s : groups_) n += s.decay ? 0 : s.end - s.begin;
+  return n;
 }
 
 template <class T>
@@ -74,7 +103,8 @@ std::string Optimizer<T>::describe() const {
 template <class T, class Hyper>
 std::string AdamFamily<T, Hyper>::describe() const {
   return std::string(kind()) + " lr=" + exact_string(h_.lr) + " beta1=" + exact_string(h_.beta1) +
-         " beta2=" + exact_string(h_.beta2) + " eps=" + exact_string(h_.eps) + " weight_decay=" + exact_string(h_.weight_decay);
+         " beta2=" + exact_string(h_.beta2) + " eps=" + exact_string(h_.eps) + " weight_decay=" + exact_string(h_.weight_decay) +
+         (groups_.empty() ? "" : " no_decay_values=" + std::to_string(no_decay_values()));
 }
 
 template <class T>

@@ -92,9 +92,21 @@ class AdamFamily final : public Optimizer<T> {
   std::vector<T>& exp_avg() { return m_; }
   std::vector<T>& exp_avg_sq() { return v_; }
 
+  // Weight-decay groups, as GPT training's two param groups in PyTorch: the views whose decay
+  // is false (biases, LayerNorm, embeddings: ParamSpec::decay) step with weight_decay 0, the
+  // others with the optimizer's. The views must cover [0, size()) in order (an arena's do).
+  void set_decay_groups(const std::vector<ParamView>& views);
+  // Values that step without weight decay (0 before set_decay_groups).
+  int64_t no_decay_values() const;
+
  private:
   Hyper h_;
   std::vector<T> m_, v_;
+  struct Segment {
+    int64_t begin, end;
+    bool decay;
+  };
+  std::vector<Segment> groups_;  // empty: one group, all with decay
 };
 template <class T>
 using Adam = AdamFamily<T, AdamHyper>;

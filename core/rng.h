@@ -17,6 +17,7 @@
 //
 // The full state is four uint64 (state() / set_state()), for checkpoints.
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 #include <hddp/kernels/check.h>
@@ -78,6 +79,14 @@ class Rng {
   template <class T>
   T uniform(T lo, T hi) {
     return lo + (hi - lo) * uniform01<T>();
+  }
+
+  // Normal(mean, sd) by Box-Muller from two uniform01<double>() (one value per pair: no state
+  // beyond the generator's), rounded to T. Initial weights (GPT-2's N(0, 0.02)).
+  template <class T>
+  T normal(double mean, double sd) {
+    const double u1 = 1.0 - uniform01<double>(), u2 = uniform01<double>();  // u1 in (0, 1]
+    return T(mean + sd * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   }
 
   // Advance by 2^128 outputs (Vigna's jump polynomial for xoshiro256).
