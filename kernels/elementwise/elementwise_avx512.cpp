@@ -8,7 +8,9 @@ namespace hddp::detail {
 namespace {
 struct VecTanh {
   static constexpr int64_t kD = 8;
+  static constexpr int64_t kF = 16;
   static void d(const double* x, double* y) { _mm512_storeu_pd(y, Sleef_tanhd8_u10avx512f(_mm512_loadu_pd(x))); }
+  static void expf(const float* x, float* y) { _mm512_storeu_ps(y, Sleef_expf16_u10avx512f(_mm512_loadu_ps(x))); }
 };
 }  // namespace
 }  // namespace hddp::detail

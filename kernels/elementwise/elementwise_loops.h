@@ -4,14 +4,16 @@
 // compiled for AVX-512 must not stand in for the others).
 //
 // The including file defines, before including this one, in hddp::detail's anonymous namespace:
-//   struct VecTanh {                                    // SLEEF's tanh for doubles
-//     static constexpr int64_t kD;                      // doubles per vector
+//   struct VecTanh {                                    // SLEEF's tanh for doubles, exp for floats
+//     static constexpr int64_t kD, kF;                  // doubles, floats per vector
 //     static void d(const double* x, double* y);        // y[0, kD) = tanh(x[0, kD))
+//     static void expf(const float* x, float* y);       // y[0, kF) = exp(x[0, kF)) (GELU)
 //   };
 // and then calls make_elt_kernels(name).
 //
 // Plain loops for the vectoriser: `#pragma omp simd` where a loop carries no dependence, the
 // sums in a fixed lane order so that every set adds in the same order (same bits).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,8 +35,10 @@ namespace {
 //   tanh t = u / (u + 2), and x's sign (-0 stays -0)
 // The truncation error (w^8/8!, relative) matters only where it cannot reach the float result:
 // at small t it is below 1e-14, at large t tanh = 1 - 2/(u + 2) divides u's error by u.
-inline float tanh_float_one(float xi) {
-  {
+inline void tanh_float_loop(int64_t n, const float* x, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
     double t = std::fabs(double(xi));
     t = t > 9.1 ? 9.1 : t;  // NaN compares false: stays NaN
     const double w = t * (2.0 / 32.0);
@@ -47,13 +51,8 @@ inline float tanh_float_one(float xi) {
     p = p * w + 1.0;
     double u = p * w;
     u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0), u = u * (u + 2.0);
-    return std::copysign(float(u / (u + 2.0)), xi);
+    y[i] = std::copysign(float(u / (u + 2.0)), xi);
   }
-}
-
-inline void tanh_float_loop(int64_t n, const float* x, float* y) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = tanh_float_one(x[i]);
 }
 
 // tanh of doubles: SLEEF's vector tanh (1.0 ulp) at the set's width, the tail through one
@@ -81,38 +80,64 @@ void tanh_backward_loop(int64_t n, const T* y, const T* dy, T* dx) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
 }
 
-// GELU, tanh form (PyTorch's F.gelu(approximate='tanh'), its CPU kernel's order of operations):
-//   inner = sqrt(2/pi) (x + 0.044715 x^3), y = 0.5 x (1 + tanh(inner))
-//   dx = dy (0.5 (1 + tanh) + 0.5 x (1 - tanh^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))
-// tanh of floats as tanh_float_loop (0.5 ulp); of doubles, std::tanh (the tests' precision).
-template <class T>
-inline T tanh_one(T x) {
-  if constexpr (sizeof(T) == 4) return tanh_float_one(x);
-  else return std::tanh(x);
-}
+// GELU, tanh form (PyTorch's F.gelu(approximate='tanh')), written through the identity
+// 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2 z)): no cancellation where x < 0, and SLEEF's vector exp
+// (VecTanh::expf, 1 ulp) instead of a tanh per value:
+//   z = sqrt(2/pi) (x + 0.044715 x^3), s = 1 / (1 + exp(-2 z)), y = x s
+//   dx = dy (s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2))
+// Chunks of kGeluChunk values: z, then exp over the chunk, then the rest. Doubles: std::exp.
 constexpr double kGeluBeta = 0.7978845608028654, kGeluKappa = 0.044715;
+constexpr int64_t kGeluChunk = 256;
+
+template <class T>
+inline void exp_chunk(int64_t n, T* x) {
+  if constexpr (sizeof(T) == 4) {
+    constexpr int64_t W = VecTanh::kF;
+    int64_t i = 0;
+    for (; i + W <= n; i += W) VecTanh::expf(x + i, x + i);
+    if (i < n) {
+      float pad[W] = {};
+      std::memcpy(pad, x + i, sizeof(float) * size_t(n - i));
+      VecTanh::expf(pad, pad);
+      std::memcpy(x + i, pad, sizeof(float) * size_t(n - i));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+  }
+}
+
+// e[i] = exp(-2 z(x[i])) over one chunk.
+template <class T>
+inline void gelu_exp(int64_t n, const T* x, T* e) {
+  const T beta2 = T(-2 * kGeluBeta), kappa = T(kGeluKappa);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) e[i] = beta2 * (x[i] + kappa * (x[i] * x[i] * x[i]));
+  exp_chunk(n, e);
+}
 
 template <class T>
 void gelu_forward_loop(int64_t n, const T* x, T* y) {
-  const T beta = T(kGeluBeta), kappa = T(kGeluKappa);
+  T e[kGeluChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kGeluChunk) {
+    const int64_t m = std::min(kGeluChunk, n - i0);
+    gelu_exp(m, x + i0, e);
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const T xi = x[i];
-    const T inner = beta * (xi + kappa * (xi * xi * xi));
-    y[i] = T(0.5) * xi * (T(1) + tanh_one(inner));
+    for (int64_t i = 0; i < m; ++i) y[i0 + i] = x[i0 + i] / (T(1) + e[i]);
   }
 }
 
 template <class T>
 void gelu_backward_loop(int64_t n, const T* x, const T* dy, T* dx) {
-  const T beta = T(kGeluBeta), kappa = T(kGeluKappa);
+  const T beta = T(kGeluBeta), kappa3 = T(3 * kGeluKappa);
+  T e[kGeluChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kGeluChunk) {
+    const int64_t m = std::min(kGeluChunk, n - i0);
+    gelu_exp(m, x + i0, e);
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const T xi = x[i], x2 = xi * xi;
-    const T t = tanh_one(beta * (xi + kappa * (x2 * xi)));
-    const T left = T(0.5) * xi, right = T(1) + t;
-    const T d_right = left * ((T(1) - t * t) * (beta * (T(1) + T(3) * kappa * x2)));
-    dx[i] = dy[i] * (T(0.5) * right + d_right);
+    for (int64_t i = 0; i < m; ++i) {
+      const T xi = x[i0 + i], s = T(1) / (T(1) + e[i]);
+      dx[i0 + i] = dy[i0 + i] * (s + T(2) * xi * s * (T(1) - s) * (beta * (T(1) + kappa3 * xi * xi)));
+    }
   }
 }
 
