@@ -25,6 +25,18 @@ const char* to_string(OptimizerKind k) {
   return k == OptimizerKind::Sgd ? "sgd" : k == OptimizerKind::AdamW ? "adamw" : "adam";
 }
 
+void add_precision_option(CLI::App& app, Precision& p, const std::string& group) {
+  app.add_option("--precision", p, "float | bf16: the Linear and Conv2d products read their inputs\n"
+                                              "and weights rounded to bf16 and sum in float (PyTorch's CPU\n"
+                                              "autocast); activations, loss, optimizer and master weights stay\n"
+                                              "float. The products run on the unit measured fastest at start-up,\n"
+                                              "AMX or AVX512_BF16 where it beats the float FMA by 1.25x; those no\n"
+                                              "bf16 unit takes stay float (HDDP_BF16_UNIT=amx|avx512bf16|float\n"
+                                              "forces one); the run prints the unit and its measured rates")
+      ->transform(named({Precision::Float, Precision::Bf16}))->default_str(to_string(p))
+      ->type_name("NAME")->group(group);
+}
+
 void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs, const std::string& batch_help) {
   const std::string g = "Training";
   app.add_option("--epochs", o.epochs, "epochs (counted from 1 in messages)")->check(integer(1, max_epochs))->type_name("N")->group(g);
@@ -56,15 +68,7 @@ void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs,
   app.add_option("--clip-grad-norm", o.clip_grad_norm, "clip the averaged gradients to this global 2-norm (0: off;\n"
                                                         "PyTorch's clip_grad_norm_ after DDP's allreduce)")
       ->check(number(0, 1e30))->type_name("X")->group(g);
-  app.add_option("--precision", o.precision, "float | bf16: the Linear and Conv2d products read their inputs\n"
-                                              "and weights rounded to bf16 and sum in float (PyTorch's CPU\n"
-                                              "autocast); activations, loss, optimizer and master weights stay\n"
-                                              "float. The products run on the unit measured fastest at start-up,\n"
-                                              "AMX or AVX512_BF16 where it beats the float FMA by 1.25x; those no\n"
-                                              "bf16 unit takes stay float (HDDP_BF16_UNIT=amx|avx512bf16|float\n"
-                                              "forces one); the run prints the unit and its measured rates")
-      ->transform(named({Precision::Float, Precision::Bf16}))->default_str(to_string(o.precision))
-      ->type_name("NAME")->group(g);
+  add_precision_option(app, o.precision, g);
   app.add_option("--seed", o.seed, "seed of the weights and the samples")->check(integer(0, INT64_MAX))->type_name("N")->group(g);
 }
 

@@ -58,6 +58,9 @@ struct CheckpointOptions {
 // "Training": --epochs --batch-size --lr --optimizer --momentum --weight-decay --lr-schedule
 // --warmup --clip-grad-norm --seed. `batch_help` says what a batch is in this driver.
 void add_training_options(CLI::App& app, TrainingOptions& o, int64_t max_epochs, const std::string& batch_help);
+// --precision float|bf16 into p (add_training_options adds it; a driver with training options
+// of its own adds it alone).
+void add_precision_option(CLI::App& app, Precision& p, const std::string& group);
 // "Parallelism": --threads --bucket-mb --first-bucket-mb --reduce-mode --timeout.
 void add_parallel_options(CLI::App& app, ParallelOptions& o);
 // "Checkpoints and faults": --checkpoint --checkpoint-every --resume --check-every. `contents`
