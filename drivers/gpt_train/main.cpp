@@ -12,9 +12,12 @@
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <new>
 #include <optional>
@@ -28,6 +31,7 @@
 #include <hddp/core/optim.h>
 #include <hddp/core/schedule.h>
 #include <hddp/core/util.h>
+#include <hddp/kernels/check.h>
 #include <hddp/data/sampler.h>
 #include <hddp/data/text.h>
 #include <hddp/distributed/mpi_env.h>
@@ -75,6 +79,7 @@ std::string read_data(const Env& env, const Options& o, Data& d) {
       const std::vector<std::string> paths = o.text.empty() ? std::vector<std::string>{hddp::kFortunesDir} : o.text;
       for (const std::string& p : paths) {
         std::error_code ec;
+        HDDP_CHECK(std::filesystem::exists(p, ec), "--text: " << p << ": no such file or folder");
         if (std::filesystem::is_directory(p, ec)) {
           for (std::string& f : hddp::text_files_in(p)) files.push_back(std::move(f));
         } else {
@@ -249,6 +254,7 @@ int run(Env& env, const Options& o) {
       run.log().line("step %lld/%lld: loss %.4f, %.1f ms per step (%s)\n", (long long)(step + 1), (long long)o.steps, loss,
                      1e3 * t / double(step + 1), hddp::eta(t, step + 1 - start, total - step - 1).c_str());
     }
+    if (step + 1 == o.stop_after) std::raise(SIGTERM);  // the handler (stop_guard.h) notes it; end_step stops
     if (const std::optional<int> exit = run.end_step(step, loss, B, epoch_end)) return *exit;
   }
   run.log().flush();

@@ -77,6 +77,9 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option_function<std::string>("--debug-inject-nan", [&o](const std::string& s) { o.inject_nan = hddp::cli::to_inject(s); },
                                        "rank RANK (default 0) computes NaN in step STEP")
       ->check(hddp::cli::inject_spec(int64_t(1) << 40))->type_name("STEP[:RANK]")->group("Debugging (tests)");
+  app.add_option("--debug-stop-after", o.stop_after, "every rank raises SIGTERM on itself after step STEP: the run\n"
+                                                      "stops there or at the next agreement, as on a real signal")
+      ->check(integer(1, int64_t(1) << 40))->type_name("STEP")->group("Debugging (tests)");
 }
 
 std::map<std::string, std::string> run_identity(const Options& o, const hddp::Sequential<float>& model,

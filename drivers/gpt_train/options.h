@@ -29,6 +29,7 @@ struct Options : hddp::cli::TrainingOptions, hddp::cli::ParallelOptions, hddp::c
   std::string out = "out-gpt", stats_json, export_path;
   bool plot = true, help = false;
   hddp::cli::Inject inject_nan;  // --debug-inject-nan STEP[:RANK] (tests)
+  int64_t stop_after = 0;        // --debug-stop-after STEP (tests): every rank raises SIGTERM then
 };
 
 void define_options(CLI::App& app, Options& o);
