@@ -21,17 +21,19 @@ BUILD=(
   libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev gnuplot-nox
   nlohmann-json3-dev libcli11-dev
   libsleef-dev   # kernels/elementwise/elementwise_*.cpp: vector tanh at each instruction set's width
-  zlib1g-dev     # data/idx.cpp: gzip'd IDX files
+  zlib1g-dev     # data/idx.cpp: gzip'd IDX files; data/text.cpp: token files' CRC-32
   libcsv-dev     # data/csv.cpp: the CSV parser
 )
 TESTS=(
   python3 python3-numpy poppler-utils
   python3-torch          # the safetensors round trips with PyTorch
   dataset-fashion-mnist  # mnist_train's data (/usr/share/datasets/fashion-mnist)
+  fortunes               # gpt_train's text (/usr/share/games/fortunes)
   iproute2               # ip netns, tc: bench/link/shaped_link.sh and its test
 )
 BENCH=(
   python3 python3-torch
+  fortunes               # bench/gpt: the GPT's text
   libblis-openmp-dev     # bench_gemm: BLIS, the second GEMM anchor
   libsimgrid-dev         # bench/at_scale: SimGrid SMPI (smpicxx, smpirun)
   iproute2               # bench/link: ranks joined by a shaped network link

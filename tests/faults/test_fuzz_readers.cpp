@@ -1,7 +1,7 @@
 // Every reader of a file against hostile input: IDX (parse_idx, read_maybe_gzip, read_idx),
 // .npy (read_npy, read_npy_dataset), CSV (read_csv), .hddp checkpoints (parse_checkpoint,
-// restore_checkpoint), safetensors (parse_safetensors, load_weights) and the drivers' --config
-// file (poly::parse_options).
+// restore_checkpoint), safetensors (parse_safetensors, load_weights), token files
+// (parse_token_file) and the drivers' --config file (poly::parse_options).
 //
 // For each reader: valid seeds written here, then deterministic mutations of them (bit flips,
 // byte sets, inserts, deletes, truncations, splices of two seeds, repeated chunks, interesting
@@ -57,6 +57,7 @@
 #include <hddp/core/optim.h>
 #include <hddp/core/rng.h>
 #include <hddp/core/safetensors.h>
+#include <hddp/data/text.h>
 #include <hddp/core/serialize.h>
 #include <hddp/core/util.h>
 #include <hddp/data/csv.h>
@@ -615,6 +616,58 @@ TEST_F(FuzzReaders, Checkpoint) {
     const std::string b = mutate();
     load("mutation " + std::to_string(i), b);
     load("mutation, re-sealed " + std::to_string(i), reseal(b));
+  }
+  t.print();
+}
+
+// ---- token files ----------------------------------------------------------------------------
+
+// Recomputes the CRC-32 of the tokens (and nothing else) so a mutation reaches the checks behind it.
+std::string reseal_tokens(std::string b) {
+  if (b.size() < 32) return b;
+  const uint32_t c = uint32_t(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(b.data()) + 32, uInt(b.size() - 32)));
+  std::memcpy(b.data() + 24, &c, 4);
+  return b;
+}
+
+TEST_F(FuzzReaders, TokenFile) {
+  Tally t{"token file"};
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 300; ++i) tokens.push_back(uint16_t(i * 7 % 256));
+  write_token_file(path("seed.tok"), tokens, 256);
+  const std::string good = slurp(path("seed.tok"));
+  write_token_file(path("wide.tok"), {0, 65535, 1000, 7}, 65536);
+  const std::string wide = slurp(path("wide.tok"));
+  auto load = [&](const std::string& label, const std::string& b) {
+    return attempt(t, label, b, [&] {
+      const TokenFile f = parse_token_file(b, "fuzz.tok");
+      ASSERT_EQ(b.size(), 32 + 2 * f.tokens.size());
+      ASSERT_TRUE(f.vocab >= 1 && f.vocab <= 65536);
+      for (uint16_t v : f.tokens) ASSERT_LT(v, f.vocab);
+    });
+  };
+  EXPECT_TRUE(load("seed", good));
+  EXPECT_TRUE(load("wide", wide));
+  for (size_t n = 0; n < good.size(); n += (n < 64 ? 1 : 37)) {
+    EXPECT_FALSE(load("truncated to " + std::to_string(n), good.substr(0, n)));
+    EXPECT_FALSE(load("truncated and re-sealed to " + std::to_string(n), reseal_tokens(good.substr(0, n))));
+  }
+  const uint64_t interesting[] = {0, 1, 2, 255, 256, 65535, 65536, 65537, 0x7fffffff, 0x80000000, 0xffffffff,
+                                  0x7fffffffffffffffULL, 0x8000000000000000ULL, 0xffffffffffffffffULL, 0x100000000ULL};
+  for (size_t at = 8; at < 32; at += 4)
+    for (uint64_t v : interesting)
+      for (size_t width : {4, 8}) {
+        if (at + width > 32) continue;
+        std::string b = good;
+        std::memcpy(b.data() + at, &v, width);
+        load("field at " + std::to_string(at) + " = " + std::to_string(v), b);
+        load("field at " + std::to_string(at) + " = " + std::to_string(v) + ", re-sealed", reseal_tokens(b));
+      }
+  Mutator mutate(6, {good, wide}, {"HDDPTOK1", std::string(2, '\xff'), std::string(8, '\0')});
+  for (int64_t i = 0; i < kIters; ++i) {
+    const std::string b = mutate();
+    load("mutation " + std::to_string(i), b);
+    load("mutation, re-sealed " + std::to_string(i), reseal_tokens(b));
   }
   t.print();
 }
