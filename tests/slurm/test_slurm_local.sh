@@ -9,12 +9,15 @@
 #      asserted: speed lives in bench/results/slurm.md);
 #   2. two ranks on one node (sbatch -N 1 -n 2 -c 1): each on its own core - the two ranks
 #      report different CPUs, no warning; two ranks on each of the 3 nodes run to the end;
-#   3. a job asking for more nodes than exist is refused at submission with a clear message.
+#   3. a job asking for more nodes than exist is refused at submission with a clear message;
+#   4. slurm/gpt.sbatch (gpt_train through run.sbatch) on the 3 nodes: exits 0, ranks 0..2 of
+#      3, metrics.csv and the sample written, the checkpoint kept for a resume.
 # Everything (Slurm state, job output) stays under BUILD_DIR/tests/slurm-local; Slurm is
 # brought down on any exit.
 #
-# Usage: test_slurm_local.sh REPO_ROOT BUILD_DIR [POLY_TRAIN]
-#   POLY_TRAIN defaults to $HDDP_BIN, then BUILD_DIR/drivers/poly_train. HDDP_SLURM_PORT
+# Usage: test_slurm_local.sh REPO_ROOT BUILD_DIR [POLY_TRAIN [GPT_TRAIN]]
+#   POLY_TRAIN defaults to $HDDP_BIN, then BUILD_DIR/drivers/poly_train; GPT_TRAIN to
+#   BUILD_DIR/drivers/gpt_train (part 4 is left out when it is not built). HDDP_SLURM_PORT
 #   (default 17100) moves the cluster's ports.
 set -euo pipefail
 
@@ -23,6 +26,7 @@ repo="$(cd "$1" && pwd)"
 build="$(cd "$2" && pwd)"
 bin="${3:-${HDDP_BIN:-$build/drivers/poly_train}}"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+gpt_bin="${4:-$build/drivers/gpt_train}"
 slurm_local="$repo/scripts/slurm-local.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -166,5 +170,23 @@ echo "$out"
 grep -qi 'error: .*node count' <<<"$out" || fail "sbatch -N 4 -n 4 -c 1 failed without a clear message: $out"
 [ -z "$(squeue -h -o %A)" ] || fail "a job is queued after the refused submission"
 log "sbatch -N 4 -n 4 -c 1 refused at submission"
+
+# ---- 4. the GPT job file: gpt_train through run.sbatch on the 3 nodes ---------------------
+if [ -x "$gpt_bin" ]; then
+  mkdir -p "$work/gpt"
+  cd "$work/gpt"
+  job="$(HDDP_BIN="$gpt_bin" sbatch --parsable "$repo/slurm/gpt.sbatch" --layers 1 --heads 2 --dim 32 --context 32            --batch-size 4 --warmup 2 --steps 20 --eval-every 10 --sample-tokens 32 --no-plot)" || fail "sbatch refused slurm/gpt.sbatch"
+  job="${job%%;*}"
+  job_log="$work/gpt/hddp-gpt-$job.out"
+  rc=0
+  bash "$slurm_local" wait "$job" 180 || rc=$?
+  [ "$rc" -eq 0 ] || fail "gpt job $job exited with $rc: $(tail -5 "$job_log" 2>/dev/null)"
+  ranks="$(grep -oE 'rank [0-9]+/3 on node n[1-3]' "$job_log" | awk '{print $5}' | sort -u | tr '\n' ' ')"
+  [ "$ranks" = "n1 n2 n3 " ] || fail "gpt job: expected ranks on n1 n2 n3, got '$ranks'"
+  grep -q '^model: GPT, 1 layers' "$job_log" && grep -q '^--- end of sample' "$job_log" || fail "gpt job: no model or sample lines"
+  [ -s metrics.csv ] && [ -s sample.txt ] && [ -s hddp-gpt.ckpt ] || fail "gpt job: metrics.csv, sample.txt or hddp-gpt.ckpt missing"
+  log "gpt.sbatch: 3 ranks on n1 n2 n3, metrics.csv, sample.txt and hddp-gpt.ckpt written"
+  cd "$work/out"
+fi
 
 echo "PASS"
