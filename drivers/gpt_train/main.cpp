@@ -15,6 +15,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -243,7 +244,9 @@ int run(Env& env, const Options& o) {
   std::vector<int32_t> y(x.size());
   hddp::SoftmaxCrossEntropy<float> xent(c.vocab);
   const int64_t wpe = int64_t(model.arena().view(*model.arena().find("0.wpe")).offset);
+  std::vector<double> step_ms;  // each step's wall time (a validation's included): the median to the summary
   for (int64_t step = start; step < total; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
     train.fill(step, int64_t(rank) * B, B, x.data(), y.data());
     if (step + 1 == o.inject_nan.epoch && rank == o.inject_nan.rank) model.params()[wpe] = std::nanf("");
     model.zero_grad();
@@ -256,6 +259,7 @@ int run(Env& env, const Options& o) {
     }
     if (step + 1 == o.stop_after) std::raise(SIGTERM);  // the handler (stop_guard.h) notes it; end_step stops
     if (const std::optional<int> exit = run.end_step(step, loss, B, epoch_end)) return *exit;
+    step_ms.push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   run.log().flush();
   if (start == total) last_val = validate(env, run.watchdog(), model, val, o, c.vocab);
@@ -268,7 +272,8 @@ int run(Env& env, const Options& o) {
     rss_max = *std::max_element(v.begin(), v.end());
   }
   if (env.root()) {
-    Summary s{run.train_seconds(), total, size, omp_get_max_threads(), last_val, rss_max, data.text};
+    Summary s{run.train_seconds(), total, size, omp_get_max_threads(), last_val, rss_max, data.text,
+              step_ms.empty() ? 0.0 : hddp::median(step_ms)};
     hddp::Rng sampler(o.seed, 7);
     std::vector<int32_t> text;
     if (o.sample_tokens > 0) text = hddp::gpt_sample(model, c, prompt, o.sample_tokens, o.temperature, o.top_k, sampler);

@@ -56,6 +56,7 @@ void write_results(const Options& o, const hddp::MetricsTable& metrics, const Su
   if (stats) {
     stats->write({{"type", "summary"}, {"ranks", int64_t(s.ranks)}, {"threads", int64_t(s.threads)}, {"steps", s.steps},
                   {"train_s", s.train_s}, {"step_s", s.train_s / double(std::max<int64_t>(s.steps, 1))},
+                  {"step_ms_median", s.step_ms_median},
                   {"val_loss", s.val_loss}, {"peak_rss_mb", s.peak_rss_mb}, {"params", model.num_params()},
                   {"precision", hddp::to_string(o.precision)}, {"bf16_kernel", hddp::gemm_bf16_kernel_name()},
                   {"bf16_unit", o.precision == hddp::Precision::Bf16 ? hddp::to_string(hddp::bf16_unit()) : "none"},

@@ -18,6 +18,7 @@ struct Summary {
   int ranks = 1, threads = 1;
   double val_loss = 0, peak_rss_mb = 0;  // the last validation; the largest rank's peak memory
   bool text = true;                      // byte tokens (the sample prints as text)
+  double step_ms_median = 0;             // this run's steps (rank 0's clock)
 };
 
 void write_results(const Options& o, const hddp::MetricsTable& metrics, const Summary& s, const std::vector<int32_t>& prompt,

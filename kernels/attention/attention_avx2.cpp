@@ -7,6 +7,7 @@
 namespace hddp::detail {
 namespace {
 struct VecExp {
+  static constexpr int kLanes = 8;
   static void f(int64_t n, float* x) {
     for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, Sleef_expf8_u10avx2(_mm256_loadu_ps(x + i)));
   }

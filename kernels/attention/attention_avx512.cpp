@@ -8,6 +8,7 @@
 namespace hddp::detail {
 namespace {
 struct VecExp {
+  static constexpr int kLanes = 16;
   static void f(int64_t n, float* x) {
     for (int64_t i = 0; i < n; i += 16) _mm512_storeu_ps(x + i, Sleef_expf16_u10avx512f(_mm512_loadu_ps(x + i)));
   }

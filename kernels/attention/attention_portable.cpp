@@ -8,6 +8,7 @@
 namespace hddp::detail {
 namespace {
 struct VecExp {
+  static constexpr int kLanes = 4;
   static void f(int64_t n, float* x) {
     for (int64_t i = 0; i < n; i += 4) _mm_storeu_ps(x + i, Sleef_expf4_u10sse2(_mm_loadu_ps(x + i)));
   }
