@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 #include <hddp/core/util.h>
 #include <hddp/kernels/check.h>
@@ -84,25 +85,31 @@ template <class T>
 double softmax_xent_forward(int64_t B, int64_t C, const T* logits, const int32_t* labels, T* probs) {
   HDDP_CHECK_ARG(B > 0 && C > 0, "softmax_xent_forward: need B > 0 rows and C > 0 classes; got B=" << B << " C=" << C);
   HDDP_CHECK_ARG(logits && labels && probs, "softmax_xent_forward: logits, labels and probs must not be null");
-  double loss = 0;
-  for (int64_t i = 0; i < B; ++i) {
+  for (int64_t i = 0; i < B; ++i)
+    HDDP_CHECK_ARG(labels[i] >= 0 && labels[i] < C,
+                   "softmax_xent_forward: row " << i << " has label " << labels[i] << ", outside [0, " << C << ")");
+  // Rows split among threads (a language model's B T rows of a large vocabulary), each row's
+  // loss kept and summed in order: the same result for any thread count.
+  std::vector<double> row_loss(static_cast<size_t>(B));
+  const auto row = [&](int64_t i) {
     const T* x = logits + i * C;
     T* p = probs + i * C;
-    const int32_t y = labels[i];
-    HDDP_CHECK_ARG(y >= 0 && y < C, "softmax_xent_forward: row " << i << " has label " << y << ", outside [0, " << C << ")");
     T m = x[0];
     for (int64_t j = 1; j < C; ++j) m = x[j] > m ? x[j] : m;
-    const double x_label = double(x[y]) - double(m);  // read before p (which may alias x) is written
-    double sum = 0;
-    for (int64_t j = 0; j < C; ++j) {
-      const double e = std::exp(double(x[j]) - double(m));
-      p[j] = T(e);
-      sum += e;
-    }
+    const double x_label = double(x[labels[i]]) - double(m);  // read before p (which may alias x) is written
+    const double sum = exp_shifted(C, x, double(m), p);  // p = exp(x - m)
     const double inv = 1.0 / sum;
     for (int64_t j = 0; j < C; ++j) p[j] = T(double(p[j]) * inv);
-    loss += std::log(sum) - x_label;  // -log(exp(x_y - m) / sum)
+    row_loss[size_t(i)] = std::log(sum) - x_label;  // -log(exp(x_y - m) / sum)
+  };
+  if (B * C > kParallelMin) {  // no OpenMP region at all below: a classifier's small batches
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < B; ++i) row(i);
+  } else {
+    for (int64_t i = 0; i < B; ++i) row(i);
   }
+  double loss = 0;
+  for (double l : row_loss) loss += l;
   return loss / double(B);
 }
 

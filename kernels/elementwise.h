@@ -57,6 +57,13 @@ template <class T>
 void layernorm_backward(int64_t rows, int64_t C, const T* X, const T* w, const T* mean, const T* rstd, const T* dY,
                         T* dX, T* dw, T* db, bool accumulate, T* scratch);
 
+// p[i] = T(exp(double(x[i]) - shift)) for i < n (p may alias x); returns the sum of the
+// exponentials in double (eight running sums added in a fixed order: independent of the set's
+// width). exp is SLEEF's (1.0 ulp), whose last bit may differ between sets. One thread: the
+// caller splits rows (a softmax).
+template <class T>
+double exp_shifted(int64_t n, const T* x, double shift, T* p);
+
 // y = max(x, 0); x and y may alias.
 template <class T>
 void relu_forward(int64_t n, const T* x, T* y);

@@ -252,6 +252,11 @@ void layernorm_backward(int64_t rows, int64_t C, const T* X, const T* w, const T
   }
 }
 
+template <class T>
+double exp_shifted(int64_t n, const T* x, double shift, T* p) {
+  return L<T>().exp_shifted(n, x, shift, p);
+}
+
 #define HDDP_INSTANTIATE(T)                                                              \
   template void add_bias_rows<T>(int64_t, int64_t, const T*, T*, int64_t);               \
   template void col_sums<T>(int64_t, int64_t, const T*, int64_t, T*, bool);              \
@@ -268,6 +273,7 @@ void layernorm_backward(int64_t rows, int64_t C, const T* X, const T* w, const T
   template void adam_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamHyper&); \
   template void adamw_update<T>(int64_t, T*, const T*, T*, T*, int64_t, const AdamWHyper&); \
   template void sgd_update<T>(int64_t, T*, const T*, T*, int64_t, const SgdHyper&);      \
+  template double exp_shifted<T>(int64_t, const T*, double, T*);                        \
   template void gelu_forward<T>(int64_t, const T*, T*);                                  \
   template void gelu_backward<T>(int64_t, const T*, const T*, T*);                       \
   template void layernorm_forward<T>(int64_t, int64_t, const T*, const T*, const T*, double, T*, T*, T*); \

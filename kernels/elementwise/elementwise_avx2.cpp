@@ -11,6 +11,7 @@ struct VecTanh {
   static constexpr int64_t kF = 8;
   static void d(const double* x, double* y) { _mm256_storeu_pd(y, Sleef_tanhd4_u10avx2(_mm256_loadu_pd(x))); }
   static void expf(const float* x, float* y) { _mm256_storeu_ps(y, Sleef_expf8_u10avx2(_mm256_loadu_ps(x))); }
+  static void expd(const double* x, double* y) { _mm256_storeu_pd(y, Sleef_expd4_u10avx2(_mm256_loadu_pd(x))); }
 };
 }  // namespace
 }  // namespace hddp::detail

@@ -11,6 +11,7 @@ struct VecTanh {
   static constexpr int64_t kF = 16;
   static void d(const double* x, double* y) { _mm512_storeu_pd(y, Sleef_tanhd8_u10avx512f(_mm512_loadu_pd(x))); }
   static void expf(const float* x, float* y) { _mm512_storeu_ps(y, Sleef_expf16_u10avx512f(_mm512_loadu_ps(x))); }
+  static void expd(const double* x, double* y) { _mm512_storeu_pd(y, Sleef_expd8_u10avx512f(_mm512_loadu_pd(x))); }
 };
 }  // namespace
 }  // namespace hddp::detail

@@ -8,6 +8,7 @@
 //     static constexpr int64_t kD, kF;                  // doubles, floats per vector
 //     static void d(const double* x, double* y);        // y[0, kD) = tanh(x[0, kD))
 //     static void expf(const float* x, float* y);       // y[0, kF) = exp(x[0, kF)) (GELU)
+//     static void expd(const double* x, double* y);     // y[0, kD) = exp(x[0, kD)) (softmax)
 //   };
 // and then calls make_elt_kernels(name).
 //
@@ -139,6 +140,26 @@ void gelu_backward_loop(int64_t n, const T* x, const T* dy, T* dx) {
       dx[i0 + i] = dy[i0 + i] * (s + T(2) * xi * s * (T(1) - s) * (beta * (T(1) + kappa3 * xi * xi)));
     }
   }
+}
+
+// p[i] = T(exp(double(x[i]) - shift)), the sum of the double exps returned: eight running sums
+// (lane i % 8) added pairwise at the end, as sum_sq. SLEEF's vector exp of doubles (1.0 ulp) at
+// the set's width, eight values at a time; the tail through one padded group.
+template <class T>
+double exp_shifted_loop(int64_t n, const T* x, double shift, T* p) {
+  constexpr int64_t L = 8, W = VecTanh::kD;
+  double s[L] = {};
+  for (int64_t i = 0; i < n; i += L) {
+    const int64_t m = std::min(L, n - i);
+    double a[L], e[L];
+    for (int64_t l = 0; l < L; ++l) a[l] = l < m ? double(x[i + l]) - shift : -INFINITY;
+    for (int64_t l = 0; l < L; l += W) VecTanh::expd(a + l, e + l);
+    for (int64_t l = 0; l < L; ++l) {
+      s[l] += e[l];
+      if (l < m) p[i + l] = T(e[l]);
+    }
+  }
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 // LayerNorm over rows of C values (PyTorch's nn.LayerNorm(C), biased variance):
@@ -421,7 +442,7 @@ EltLoops<T> make_loops() {
           add_bias_rows_loop<T>, col_sums_loop<T>, sum_sq_diff_loop<T>, sum_sq_loop<T>,
           scaled_diff_loop<T>, axpy_loop<T>, scale_loop<T>, all_finite_loop<T>,
           adam_loop<T>, adamw_loop<T>, sgd_loop<T>, gelu_forward_loop<T>, gelu_backward_loop<T>,
-          layernorm_forward_loop<T>, layernorm_backward_loop<T>};
+          layernorm_forward_loop<T>, layernorm_backward_loop<T>, exp_shifted_loop<T>};
 }
 
 // float -> bf16 bits, round to nearest even, NaN -> 0xFFFF (bf16.h): integer operations with

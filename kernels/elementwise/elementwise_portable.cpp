@@ -11,6 +11,7 @@ struct VecTanh {
   static constexpr int64_t kF = 4;
   static void d(const double* x, double* y) { _mm_storeu_pd(y, Sleef_tanhd2_u10sse2(_mm_loadu_pd(x))); }
   static void expf(const float* x, float* y) { _mm_storeu_ps(y, Sleef_expf4_u10sse2(_mm_loadu_ps(x))); }
+  static void expd(const double* x, double* y) { _mm_storeu_pd(y, Sleef_expd2_u10sse2(_mm_loadu_pd(x))); }
 };
 }  // namespace
 }  // namespace hddp::detail

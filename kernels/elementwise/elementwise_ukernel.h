@@ -60,6 +60,7 @@ struct EltLoops {
   // dw, db += over the rows, in order; dX may be null.
   void (*layernorm_backward)(int64_t rows, int64_t C, const T* X, const T* w, const T* mean, const T* rstd,
                              const T* dY, T* dX, T* dw, T* db);
+  double (*exp_shifted)(int64_t n, const T* x, double shift, T* p);
 };
 
 inline constexpr int64_t kColBlock = 64;  // columns per col_sums call (an accumulator row on the stack)
