@@ -344,6 +344,83 @@ TEST(ElementwiseFma, AdamWLoopRoundsLikeStdFmaInEverySet) {
   }
 }
 
+// GELU (tanh form), forward and backward, against the formula in long double: within a few
+// ulps of the larger of |y| and |x| / 2 (1 + tanh cancels for x < 0, in PyTorch's form too).
+TYPED_TEST(Elementwise, GeluAgainstTheFormula) {
+  using T = TypeParam;
+  for (int64_t n : kSizes) {
+    auto x = randv<T>(n, 21), dy = randv<T>(n, 22);
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] *= T(3);  // [-6, 6)
+    std::vector<T> y(size_t(std::max<int64_t>(n, 1))), dx(y.size());
+    gelu_forward(n, x.data(), y.data());
+    gelu_backward(n, x.data(), dy.data(), dx.data());
+    const long double k = 0.7978845608028654L, a = 0.044715L;
+    const double eps = std::numeric_limits<T>::epsilon() * 4;
+    for (int64_t i = 0; i < n; ++i) {
+      const long double v = x[size_t(i)], t = std::tanh(k * (v + a * v * v * v));
+      const long double want = 0.5L * v * (1 + t);
+      const long double dwant = dy[size_t(i)] * (0.5L * (1 + t) + 0.5L * v * (1 - t * t) * k * (1 + 3 * a * v * v));
+      ASSERT_NEAR(double(y[size_t(i)]), double(want), eps * (std::fabs(double(v)) + 1)) << "x = " << v;
+      ASSERT_NEAR(double(dx[size_t(i)]), double(dwant), eps * 4 * (std::fabs(double(v)) + 1)) << "x = " << v;
+    }
+  }
+}
+
+// LayerNorm's rows against plain loops in long double; dw and db summed over chunks of rows in
+// the same order for 1 and 2 threads.
+TYPED_TEST(Elementwise, LayerNormAgainstPlainLoops) {
+  using T = TypeParam;
+  for (int64_t rows : {0, 1, 5, 33, 200})
+    for (int64_t C : {1, 7, 64}) {
+      auto X = randv<T>(rows * C, rows * 7 + C), dY = randv<T>(rows * C, 3), w = randv<T>(C, 4), b = randv<T>(C, 5);
+      std::vector<T> Y(X.size()), dX(X.size()), mean(size_t(rows + 1)), rstd(size_t(rows + 1)), dw(static_cast<size_t>(C)), db(static_cast<size_t>(C)),
+          scratch(size_t(layernorm_backward_scratch(rows, C) + 1));
+      layernorm_forward(rows, C, X.data(), w.data(), b.data(), 1e-5, Y.data(), mean.data(), rstd.data());
+      layernorm_backward(rows, C, X.data(), w.data(), mean.data(), rstd.data(), dY.data(), dX.data(), dw.data(), db.data(),
+                         false, scratch.data());
+      std::vector<long double> gw(size_t(C), 0), gb(size_t(C), 0);
+      const double tol = std::numeric_limits<T>::epsilon() * 64 * double(C);
+      for (int64_t r = 0; r < rows; ++r) {
+        long double m = 0, v = 0, sg = 0, sgx = 0;
+        for (int64_t j = 0; j < C; ++j) m += X[size_t(r * C + j)];
+        m /= C;
+        for (int64_t j = 0; j < C; ++j) v += (X[size_t(r * C + j)] - m) * (X[size_t(r * C + j)] - m);
+        const long double rs = 1 / std::sqrt(v / C + 1e-5L);
+        for (int64_t j = 0; j < C; ++j) {
+          const long double xh = (X[size_t(r * C + j)] - m) * rs, g = dY[size_t(r * C + j)] * w[size_t(j)];
+          ASSERT_NEAR(double(Y[size_t(r * C + j)]), double(xh * w[size_t(j)] + b[size_t(j)]), tol) << r << "," << j;
+          sg += g, sgx += g * xh;
+          gw[size_t(j)] += dY[size_t(r * C + j)] * xh, gb[size_t(j)] += dY[size_t(r * C + j)];
+        }
+        for (int64_t j = 0; j < C; ++j) {
+          const long double xh = (X[size_t(r * C + j)] - m) * rs, g = dY[size_t(r * C + j)] * w[size_t(j)];
+          ASSERT_NEAR(double(dX[size_t(r * C + j)]), double(rs * (g - sg / C - xh * sgx / C)), tol * double(rs)) << r;
+        }
+      }
+      for (int64_t j = 0; j < C; ++j) {
+        ASSERT_NEAR(double(dw[size_t(j)]), double(gw[size_t(j)]), tol * double(rows + 1)) << j;
+        ASSERT_NEAR(double(db[size_t(j)]), double(gb[size_t(j)]), tol * double(rows + 1)) << j;
+      }
+    }
+}
+
+// exp_shifted: p = exp(x - shift) within an ulp of T, the sum within a few ulps of double.
+TYPED_TEST(Elementwise, ExpShiftedAndItsSum) {
+  using T = TypeParam;
+  for (int64_t n : {0, 1, 7, 8, 9, 33, 1000}) {
+    auto x = randv<T>(n, 31);
+    std::vector<T> p(size_t(std::max<int64_t>(n, 1)));
+    const double s = exp_shifted(n, x.data(), 0.5, p.data());
+    long double want = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const long double e = std::exp((long double)x[size_t(i)] - 0.5L);
+      want += e;
+      ASSERT_NEAR(double(p[size_t(i)]), double(e), double(e) * std::numeric_limits<T>::epsilon() * 2) << i;
+    }
+    ASSERT_NEAR(s, double(want), double(want) * 1e-14 + 1e-300) << n;
+  }
+}
+
 TEST(ElementwiseThreads, IdenticalForOneAndTwoThreads) {
   const int saved = omp_get_max_threads();
   const int64_t M = 600, N = 300;
@@ -362,7 +439,21 @@ TEST(ElementwiseThreads, IdenticalForOneAndTwoThreads) {
   const double q2 = sum_sq_diff(M * N, X.data(), Y.data()), r2 = sum_sq(M * N, X.data());
   std::vector<float> p2 = Y, m2(M * N, 0.f), v2(M * N, 0.f);
   adamw_update(M * N, p2.data(), X.data(), m2.data(), v2.data(), 1, AdamWHyper{});
+  std::vector<float> ln[2], lw[2], lb[2];
+  for (int t = 0; t < 2; ++t) {
+    omp_set_num_threads(t + 1);
+    std::vector<float> w(N, 1.5f), b(N, 0.25f), mean(M), rstd(M), y(M * N), dx(M * N);
+    std::vector<float> scratch(size_t(layernorm_backward_scratch(M, N)));
+    lw[t].assign(N, 0.f), lb[t].assign(N, 0.f);
+    layernorm_forward(M, N, X.data(), w.data(), b.data(), 1e-5, y.data(), mean.data(), rstd.data());
+    layernorm_backward(M, N, X.data(), w.data(), mean.data(), rstd.data(), Y.data(), dx.data(), lw[t].data(), lb[t].data(),
+                       false, scratch.data());
+    ln[t] = dx;
+  }
   omp_set_num_threads(saved);
+  EXPECT_EQ(ln[0], ln[1]);
+  EXPECT_EQ(lw[0], lw[1]);
+  EXPECT_EQ(lb[0], lb[1]);
   EXPECT_EQ(s1, s2);
   EXPECT_EQ(t1, t2);
   EXPECT_EQ(q1, q2);
