@@ -46,7 +46,7 @@ void define_options(CLI::App& app, Options& o) {
   app.add_option("--warmup", o.warmup, "steps of linear warmup")->check(integer(0, int64_t(1) << 40))->type_name("N")->group(t);
   app.add_option("--weight-decay", o.weight_decay, "AdamW's decoupled weight decay of the Linear weights (biases,\n"
                                                     "LayerNorm and embeddings take none)")
-      ->check(number(0, 1))->type_name("X")->group(t);
+      ->check(number(0, 1))->default_str("0.1")->type_name("X")->group(t);
   app.add_option("--beta2", o.beta2, "AdamW's beta2")
       ->check(hddp::cli::number_where([](double x) { return x >= 0 && x < 1; }, "in [0, 1)"))->type_name("X")->group(t);
   app.add_option("--clip-grad-norm", o.clip_grad_norm, "clip the averaged gradients to this global 2-norm (0: off)")
@@ -65,7 +65,7 @@ void define_options(CLI::App& app, Options& o) {
       ->check(hddp::cli::number_where([](double x) { return x > 0 && x <= 100; }, "in (0, 100]"))->type_name("X")->group(v);
   app.add_option("--top-k", o.top_k, "draw among the K likeliest tokens (0: all)")->check(integer(0, 1 << 24))->type_name("K")->group(v);
   app.add_option("--prompt", o.prompt, "the sample's first bytes (text data) or tokens (a token file:\n"
-                                       "comma-separated ids)")->type_name("TEXT")->group(v);
+                                       "comma-separated ids)")->default_str("a newline")->type_name("TEXT")->group(v);
   hddp::cli::add_parallel_options(app, o);
   app.add_option("--out", o.out, "folder for metrics.csv, sample.txt, loss.pdf")->check(hddp::cli::non_empty())->type_name("DIR")->group(out);
   app.add_flag("--plot,!--no-plot", o.plot, "draw loss.pdf with gnuplot")->group(out);
