@@ -589,6 +589,38 @@ CLAIMS += [
 ]
 
 
+# The GPT (bench/gpt/) on the Intel Xeon: the step against PyTorch DDP (gpt_step.sh) and real
+# runs side by side (gpt_loss.sh). The kept tables are what gpt_table.py makes of the raw CSVs,
+# their rows are in gpt.md, and gpt.md's goal lines are the tables' own.
+GPT = os.path.join(RESULTS, "gpt")
+GPT_MD = "bench/results/gpt.md"
+
+
+def check_gpt_table(mode, name):
+    global checks
+    md_path = os.path.join(GPT, name + ".md")
+    kept = open(md_path).read()
+    first = kept.splitlines()[0]
+    cpu = first[first.index("PyTorch"):]
+    cpu = cpu[cpu.index("(") + 1:-1]
+    checks += 1
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench/gpt/gpt_table.py"), mode,
+                          os.path.join(GPT, name + ".csv"), cpu], capture_output=True, text=True, check=True).stdout
+    if out != kept:
+        failures.append(f"{md_path}: not what bench/gpt/gpt_table.py makes of {name}.csv (re-run it, or the data changed)")
+    gpt_md = read(GPT_MD)
+    for line in kept.splitlines():
+        if line.startswith("| ") and not line.startswith("| config") and not line.startswith("| step |") or \
+           line.startswith("Goal"):
+            checks += 1
+            if line not in gpt_md:
+                failures.append(f"{GPT_MD} lacks this line of {name}.md: {line}")
+
+
+check_gpt_table("step", "gpt_step")
+check_gpt_table("loss", "gpt_loss")
+
+
 # The index (bench/RESULTS.md): a line per results file; each line's quoted headline figures, the
 # CPU families and models and the command are in the file it names (whitespace and bold aside).
 def plain(text):

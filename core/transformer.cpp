@@ -50,8 +50,9 @@ void Embedding<T>::forward(const Forward<T>& f) const {
   const T *wte = f.params[0], *wpe = f.params[1];
   for (int64_t i = 0; i < f.batch * context_; ++i) {
     const T v = f.x[i];
-    const int64_t id = int64_t(v);
-    HDDP_CHECK_ARG(v >= 0 && v < T(vocab_) && T(id) == v, "Embedding: sample " << i / context_ << ", position "
+    const bool in_range = v >= T(0) && v < T(vocab_);  // false for NaN: converted only when true
+    const int64_t id = in_range ? int64_t(v) : 0;
+    HDDP_CHECK_ARG(in_range && T(id) == v, "Embedding: sample " << i / context_ << ", position "
                                                                                << i % context_ << ": token " << v
                                                                                << " is not an id in [0, " << vocab_ << ")");
     const T *e = wte + id * dim_, *p = wpe + (i % context_) * dim_;

@@ -156,8 +156,10 @@ TEST(Gpt, BadTokensAreRefusedNamingThePosition) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("position 4"), std::string::npos) << e.what();
   }
-  x[4] = 2.5f;
-  EXPECT_THROW(m.forward(x, 1), std::invalid_argument);
+  for (float bad : {2.5f, -1.0f, 1e30f, std::nanf("")}) {
+    x[4] = bad;
+    EXPECT_THROW(m.forward(x, 1), std::invalid_argument) << bad;
+  }
 }
 
 // A float training step (forward, cross-entropy over every position, backward) gives the same
