@@ -619,6 +619,20 @@ def check_gpt_table(mode, name):
 
 check_gpt_table("step", "gpt_step")
 check_gpt_table("loss", "gpt_loss")
+# bench_gpt's rows (one JSON per thread count) and the table gpt_table.py makes of them.
+checks += 1
+lkept = open(os.path.join(GPT, "gpt_layers.md")).read()
+lfirst = lkept.splitlines()[0]
+lout = subprocess.run([sys.executable, os.path.join(ROOT, "bench/gpt/gpt_table.py"), "layers",
+                       os.path.join(GPT, "bench_gpt_1t.json"), os.path.join(GPT, "bench_gpt_2t.json"),
+                       lfirst[lfirst.index("probe (") + len("probe ("):-1]], capture_output=True, text=True, check=True).stdout
+if lout != lkept:
+    failures.append(f"{GPT}/gpt_layers.md: not what bench/gpt/gpt_table.py makes of bench_gpt_1t.json and bench_gpt_2t.json")
+for line in lkept.splitlines():
+    if line.startswith("| gpt/"):
+        checks += 1
+        if line not in read(GPT_MD):
+            failures.append(f"{GPT_MD} lacks this line of gpt_layers.md: {line}")
 
 
 # The index (bench/RESULTS.md): a line per results file; each line's quoted headline figures, the

@@ -59,7 +59,7 @@ void rate(benchmark::State& st, double flops, Precision prec, std::chrono::stead
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["peak_pct"] = 100.0 * flops * 1e-9 * double(st.iterations()) / s / peak(prec);
-  st.counters["threads"] = omp_get_max_threads();
+  st.counters["omp_threads"] = omp_get_max_threads();
 }
 
 std::vector<float> tokens(int64_t n, int64_t vocab, uint64_t seed) {
@@ -191,6 +191,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("attention_kernel", attention_kernel_name());
   benchmark::AddCustomContext("bf16_unit", to_string(bf16_unit()));
+  benchmark::AddCustomContext("omp_max_threads", std::to_string(omp_get_max_threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -7,6 +7,8 @@
   gpt_table.py rows KIND FILE ARGS  one run's CSV rows from its output (the scripts call it):
                                     loss-hddp STATS SEED, loss-pytorch LOG SEED,
                                     step-hddp STATS PREC CONFIG LAYOUT REP, step-pytorch LOG ...
+  gpt_table.py layers JSON... CPU   bench_gpt's rows (one JSON per thread count, Google Benchmark's
+                                    --benchmark_out): the median time, GFLOP/s and % of the probe
   gpt_table.py step CSV CPU         gpt_step.sh's steps: the median ms per step of each side per
                                     config, layout and precision, the ratios and the goals (2x
                                     PyTorch in float, 2x its bf16 autocast in bf16), peak memory
@@ -85,6 +87,35 @@ def step(path, cpu):
           ("met everywhere." if not short else "short at " + ", ".join(short) + "."))
 
 
+def layers(paths, cpu):
+    import json
+    table, order = {}, []  # name -> its median row per file (thread count), in the files' order
+    for path in paths:
+        for b in json.load(open(path))["benchmarks"]:
+            if b.get("aggregate_name") != "median":
+                continue
+            if b["run_name"] not in order:
+                order.append(b["run_name"])
+            table.setdefault(b["run_name"], []).append(b)
+    threads = [int(json.load(open(p))["context"]["omp_max_threads"]) for p in paths]
+    print(f"### The step and its parts against the probe ({cpu})\n")
+    print("bench_gpt, median of 3 repetitions; GFLOP/s counts a forward's flops three times; % of the FMA probe")
+    print("(float rows) or of the bf16 unit's probe (bf16 rows) at the same thread count; the element-wise")
+    print("rows in GB/s of values read and written.\n")
+    head = " | ".join(f"{t} thread{'s' if t > 1 else ''} ms | GFLOP/s | % of probe" for t in threads)
+    print(f"| row | {head} |")
+    print("|---|" + "---|---|---|" * len(threads))
+    for name in order:
+        cells = []
+        for b in table[name]:
+            ms = b["real_time"]
+            if "GFLOPS" in b:
+                cells.append(f"{ms:.2f} | {b['GFLOPS']:.0f} | {b['peak_pct']:.0f} %")
+            else:
+                cells.append(f"{ms:.2f} | {b['GBps']:.1f} GB/s | -")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def rows(kind, path, *args):
     import json
     lines = [json.loads(l) for l in open(path) if l.startswith("{")]
@@ -107,6 +138,8 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "rows":
         rows(*sys.argv[2:])
+    elif mode == "layers":
+        layers(sys.argv[2:-1], sys.argv[-1])
     elif mode == "loss":
         loss(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
     else:

@@ -77,6 +77,17 @@ TEST(CausalSelfAttention, GradientMatchesFiniteDifferences) {
   check_gradient({65, 2}, {Linear(2, 9), CausalSelfAttention(3, 3), Linear(3, 1)}, 1, 15);  // two blocks
 }
 
+// The fused attention keeps the log-sum-exp only (heads x T per sample) and no scratch: its
+// memory grows linearly in T, never as a T x T matrix.
+TEST(CausalSelfAttention, MemoryIsLinearInT) {
+  for (int64_t T : {64, 128, 1024}) {
+    layers::CausalSelfAttention<float> a(64, 4);
+    a.setup({T, 192});
+    EXPECT_EQ(a.saved_size(3), 3 * 4 * T);
+    EXPECT_EQ(a.scratch_size(3), 0);
+  }
+}
+
 TEST(CausalSelfAttention, LaterPositionsNeverReachEarlierOutputs) {
   Rng rng(5, 0);
   Sequential<double> m({6, 4}, {Linear(4, 12), CausalSelfAttention(4, 2)}, 1, rng);
