@@ -98,6 +98,7 @@ def layers(paths, cpu):
                 order.append(b["run_name"])
             table.setdefault(b["run_name"], []).append(b)
     threads = [int(json.load(open(p))["context"]["omp_max_threads"]) for p in paths]
+    order.sort()
     print(f"### The step and its parts against the probe ({cpu})\n")
     print("bench_gpt, median of 3 repetitions; GFLOP/s counts a forward's flops three times; % of the FMA probe")
     print("(float rows) or of the bf16 unit's probe (bf16 rows) at the same thread count; the element-wise")
@@ -113,7 +114,7 @@ def layers(paths, cpu):
                 cells.append(f"{ms:.2f} | {b['GFLOPS']:.0f} | {b['peak_pct']:.0f} %")
             else:
                 cells.append(f"{ms:.2f} | {b['GBps']:.1f} GB/s | -")
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        print(f"| {name.removesuffix('/real_time')} | " + " | ".join(cells) + " |")
 
 
 def rows(kind, path, *args):
