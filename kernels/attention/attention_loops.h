@@ -31,6 +31,7 @@ namespace hddp::detail {
 namespace {
 
 constexpr int64_t Bk = kAttnBlock;
+constexpr int kRows = 4;  // query rows per group of the float micro-kernels
 
 template <class T>
 void vexp(int64_t n, T* x) {
@@ -44,9 +45,12 @@ struct AttnScratch {
   std::vector<T> kt, vt, s, dp, o, m, l, rowd;
   void fit(int64_t D, int64_t T_) {
     if (int64_t(kt.size()) < D * Bk) kt.assign(size_t(D * Bk), T(0)), vt.assign(size_t(D * Bk), T(0));
-    if (int64_t(o.size()) < (Bk + 4) * D) o.assign(size_t((Bk + 4) * D), T(0));
-    if (s.empty())
-      s.assign(size_t(4 * Bk), T(0)), dp.assign(size_t(4 * Bk), T(0)), m.assign(size_t(Bk + 4), T(0)), l.assign(size_t(Bk + 4), T(0));
+    // A group of kRows rows may run past the block's last row (repeated rows): room for them.
+    if (int64_t(o.size()) < (Bk + kRows) * D) o.assign(size_t((Bk + kRows) * D), T(0));
+    if (s.empty()) {
+      s.assign(size_t(kRows * Bk), T(0)), dp.assign(size_t(kRows * Bk), T(0));
+      m.assign(size_t(Bk + kRows), T(0)), l.assign(size_t(Bk + kRows), T(0));
+    }
     if (int64_t(rowd.size()) < T_) rowd.assign(size_t(T_), T(0));
   }
 };
@@ -86,7 +90,6 @@ inline void axpy_d(int64_t D, T a, const T* x, T* y) {
 }
 
 // ---- float micro-kernels ----------------------------------------------------------------
-constexpr int kRows = 4;                 // query rows per group
 constexpr int kL = VecExp::kLanes;       // floats per vector
 constexpr int kNV = 4;                   // vectors per row of accumulators: kRows x kNV registers
 using VF = float __attribute__((vector_size(kL * 4)));
