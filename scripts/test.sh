@@ -15,7 +15,7 @@
 #
 # The sanitizer pass leaves out: the install tests (an uninstrumented consumer cannot link the
 # instrumented libraries), the Slurm and container tests (they start daemons; the job path is
-# the same code), test_poly_train, test_mnist_train and test_promises (the drivers end to end,
+# the same code), test_poly_train, test_mnist_train, test_gpt_train and test_promises (the drivers end to end,
 # equalities of whole runs: minutes under ASan; the drivers run under ASan in every faults test,
 # and with leak checks in test_sanitizer_driver_leaks) and the benchmarks' tests (label bench).
 source "$(dirname "$0")/common.sh"
@@ -60,7 +60,7 @@ if [ "${HDDP_SANITIZE_TESTS:-1}" != 0 ]; then
     echo "== [$((SECONDS + T_ASAN - $3)) s] sanitizer build done, sanitizer pass starts" >pass.log
     rc=0
     ctest --output-on-failure --timeout 900 -j "$2" -L "kernels|core|data|distributed|drivers|mpi|faults|train|sanitizers" \
-      -LE "slurm|container|install|bench" -E "^(test_poly_train|test_mnist_train|test_promises)\$" >>pass.log 2>&1 || rc=$?
+      -LE "slurm|container|install|bench" -E "^(test_poly_train|test_mnist_train|test_gpt_train|test_promises)\$" >>pass.log 2>&1 || rc=$?
     echo $rc >pass.rc' _ "$ASAN_DIR" "$JOBS" "$T0" &
   asan_pid=$!
   trap '[ -n "$asan_pid" ] && kill -- "-$asan_pid" 2>/dev/null; wait 2>/dev/null' EXIT
