@@ -19,8 +19,19 @@ if [ "$(id -u)" -ne 0 ]; then echo "skipped: network namespaces need root"; exit
 probe=hddp-link-probe-$$
 if ! ip netns add "$probe" 2>/dev/null; then echo "skipped: cannot make a network namespace here (ip netns add)"; exit 77; fi
 ip netns del "$probe"
-netns_count() { ip netns list 2>/dev/null | grep -c '^hddp-link-' || true; }
-NS_BEFORE=$(netns_count)
+# A namespace of the script's is named hddp-link-<its PID>-...; one whose script has ended is a
+# leak. Counting is not enough: a run here reaps what a killed run left before this test began,
+# and another run's namespaces (its script still alive) are not this test's to judge.
+ns_list() { ip netns list 2>/dev/null | awk '{ print $1 }' | grep '^hddp-link-[0-9]*-' || true; }
+NS_BEFORE=" $(ns_list | tr '\n' ' ') "
+leaked_ns() {  # the namespaces, new since the start, whose script has ended
+  local ns owner
+  for ns in $(ns_list); do
+    owner=${ns#hddp-link-}; owner=${owner%%-*}
+    [[ $NS_BEFORE == *" $ns "* ]] && continue
+    kill -0 "$owner" 2>/dev/null || echo "$ns"
+  done
+}
 
 SRC=/usr/share/datasets/fashion-mnist
 [ -e "$SRC/train-images-idx3-ubyte.gz" ] || { fail "$SRC missing: scripts/setup-deps.sh installs dataset-fashion-mnist"; finish; exit; }
@@ -113,14 +124,16 @@ terminated() {
   wait_rc "$pid" 60; rc=$?
   [ "$rc" -eq 143 ] || fail "terminated: exit code $rc, expected 143"
   none_left "$d" 20 || fail "terminated: ranks left running"
-  [ "$(netns_count)" -eq "$NS_BEFORE" ] || fail "terminated: namespaces left: $(ip netns list | grep '^hddp-link-')"
+  local left
+  left=$(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^hddp-link-$pid-" || true)
+  [ -z "$left" ] || fail "terminated: the script's namespaces left: $left"
   echo "  terminated: exit $rc, no rank and no namespace left"
 }
 
 cleanup() {
-  local after
-  after=$(netns_count)
-  [ "$after" -eq "$NS_BEFORE" ] || fail "namespaces left behind: $(ip netns list | grep '^hddp-link-')"
+  local left
+  left=$(leaked_ns)
+  [ -z "$left" ] || fail "namespaces left behind by ended runs: $left"
   none_left "$WORK" 10 || fail "ranks left running"
 }
 
