@@ -133,6 +133,10 @@ class Layer {
   // True when backward reads the layer's output y (the fused attention): Sequential then runs
   // no next layer in place over it.
   virtual bool keeps_output() const { return false; }
+  // True when the output is cheap to compute again from the input alone (element-wise, no
+  // parameters, no saved values, no randomness: GELU): Residual then keeps no copy of it from
+  // forward to backward, and runs forward again just before the next layer's backward needs it.
+  virtual bool recompute_output() const { return false; }
 
   // Channels last. An image activation {C, H, W} is NCHW (PyTorch's order) unless the layers on
   // both sides of it work channels-last (NHWC, the direct convolution's order, kernels/conv.h):

@@ -46,6 +46,15 @@ Shape Residual<T>::setup(const Shape& in) {
     n_params_ += sub.n_params;
     subs_.push_back(std::move(sub));
   }
+  // A layer's output is recomputed where it asks, has neither parameters nor saved values, is
+  // not the last (whose output is the block's) and its input is kept (not itself recomputed).
+  any_recompute_ = false;
+  for (size_t j = 0; j + 1 < subs_.size(); ++j) {
+    const Layer<T>& l = *subs_[j].layer;
+    subs_[j].recompute = l.recompute_output() && !l.keeps_output() && subs_[j].n_params == 0 &&
+                         l.saved_size(1) == 0 && (j == 0 || !subs_[j - 1].recompute);
+    any_recompute_ = any_recompute_ || subs_[j].recompute;
+  }
   HDDP_CHECK_ARG(s == in, "Residual: the chain gives " << to_string(s) << " for an input of " << to_string(in)
                                                        << "; a residual block must keep its input's shape");
   return in;
@@ -76,13 +85,14 @@ bool Residual<T>::own_last() const {
 template <class T>
 int64_t Residual<T>::out_at(size_t j, int64_t batch) const {
   int64_t off = 0;
-  for (size_t k = 0; k < j; ++k) off += batch * subs_[k].out_size + subs_[k].layer->saved_size(batch);
+  for (size_t k = 0; k < j; ++k)
+    off += (subs_[k].recompute ? 0 : batch * subs_[k].out_size) + subs_[k].layer->saved_size(batch);
   return off;
 }
 
 template <class T>
 int64_t Residual<T>::saved_at(size_t j, int64_t batch) const {
-  const bool own = j + 1 < subs_.size() || own_last();
+  const bool own = (j + 1 < subs_.size() || own_last()) && !subs_[j].recompute;
   return out_at(j, batch) + (own ? batch * subs_[j].out_size : 0);
 }
 
@@ -95,19 +105,21 @@ template <class T>
 int64_t Residual<T>::scratch_size(int64_t batch) const {
   int64_t sub = 0;
   for (const Sub& s : subs_) sub = std::max(sub, s.layer->scratch_size(batch));
-  return 2 * batch * widest_ + sub;
+  return sub_scratch_at(batch) + sub;
 }
 
 template <class T>
 void Residual<T>::forward(const Forward<T>& f) const {
   const size_t last = subs_.size() - 1;
+  T* const redo = f.scratch + 2 * f.batch * widest_;  // a recomputed output
   const T* in = f.x;
   for (size_t j = 0; j <= last; ++j) {
     Forward<T> g = f;
     g.x = in;
-    g.y = j == last && !own_last() ? f.y : f.saved + out_at(j, f.batch);
+    g.y = j == last && !own_last() ? f.y : subs_[j].recompute ? redo : f.saved + out_at(j, f.batch);
     g.params = f.params + subs_[j].p_at;
     g.saved = f.saved + saved_at(j, f.batch);
+    g.scratch = f.scratch + sub_scratch_at(f.batch);
     g.seed = derive_seed(f.seed, j, 1);
     subs_[j].layer->forward(g);
     in = g.y;
@@ -121,17 +133,30 @@ template <class T>
 void Residual<T>::backward(const Backward<T>& b) const {
   const size_t last = subs_.size() - 1;
   T* g[2] = {b.scratch, b.scratch + b.batch * widest_};
+  T* const redo = b.scratch + 2 * b.batch * widest_;
+  T* const sub_scratch = b.scratch + sub_scratch_at(b.batch);
+  // Sub-layer j's output and input as forward wrote them (a recomputed one: in `redo`).
+  auto out = [&](size_t j) -> const T* {
+    return j == last && !own_last() ? b.y : subs_[j].recompute ? redo : b.saved + out_at(j, b.batch);
+  };
+  auto in = [&](size_t j) { return j == 0 ? b.x : out(j - 1); };
   const T* d = b.dy;  // dLoss/d(output of sub-layer j): the block's dy for the last
   for (size_t j = last + 1; j-- > 0;) {
+    if (j > 0 && subs_[j - 1].recompute) {  // the input this backward reads, computed again
+      Forward<T> f;
+      f.batch = b.batch, f.bf16 = b.bf16, f.x = in(j - 1), f.y = redo, f.scratch = sub_scratch;
+      f.params = b.params + subs_[j - 1].p_at;
+      subs_[j - 1].layer->forward(f);
+    }
     Backward<T> c = b;
-    c.x = j == 0 ? b.x : b.saved + out_at(j - 1, b.batch);
-    c.y = j == last && !own_last() ? b.y : b.saved + out_at(j, b.batch);
+    c.x = in(j);
+    c.y = out(j);
     c.dy = d;
     c.dx = j == 0 ? b.dx : (d == g[0] ? g[1] : g[0]);
     c.params = b.params + subs_[j].p_at;
     c.grads = b.grads + subs_[j].p_at;
     c.saved = b.saved + saved_at(j, b.batch);
-    c.scratch = b.scratch + 2 * b.batch * widest_;
+    c.scratch = sub_scratch;
     subs_[j].layer->backward(c);
     d = c.dx;
   }

@@ -13,8 +13,10 @@
 //
 // Inside, every sub-layer writes its own buffer (in the block's saved values: no sub-layer runs
 // in place), except that the last writes the block's output directly where its backward does
-// not read it. Backward runs the chain in reverse over two gradient buffers in the block's
-// scratch and adds dy to the chain's input gradient. The chain must give back the input's shape;
+// not read it, and that a layer which recompute_output()s (GELU) writes to the block's scratch
+// and runs again in backward (a GPT's MLP keeps 4 C fewer values per position). Backward runs
+// the chain in reverse over two gradient buffers in the block's scratch and adds dy to the
+// chain's input gradient. The chain must give back the input's shape;
 // sub-layers may not tie parameters (TiedLinear).
 #include <cstdint>
 #include <memory>
@@ -49,15 +51,19 @@ class Residual final : public Layer<T> {
     int64_t out_size = 0;  // values per sample
     size_t p_at = 0;       // index of its first parameter pointer
     size_t n_params = 0;
+    bool recompute = false;  // its output lives in the scratch and is recomputed for backward
   };
   bool own_last() const;  // the last sub-layer keeps a buffer of its own (its backward reads it)
   // Offsets in the saved values of sub-layer j's output and saved values, for `batch` samples.
   int64_t out_at(size_t j, int64_t batch) const;
   int64_t saved_at(size_t j, int64_t batch) const;
+  // The scratch: two gradient buffers, the recomputed output (if any), then the sub-layers'.
+  int64_t sub_scratch_at(int64_t batch) const { return (any_recompute_ ? 3 : 2) * batch * widest_; }
 
   std::vector<LayerSpec> specs_;
   std::vector<Sub> subs_;
   int64_t n_ = 0, widest_ = 0;  // values per sample: the input (= output), the widest activation
+  bool any_recompute_ = false;
   size_t n_params_ = 0;
 };
 

@@ -62,7 +62,8 @@ class LayerNorm final : public Layer<T> {
   int64_t rows_ = 0;
 };
 
-// nn.GELU(approximate='tanh'), element-wise; differentiated from its input (not in place).
+// nn.GELU(approximate='tanh'), element-wise; differentiated from its input (not in place). Its
+// output is recomputed, not kept, inside a Residual (recompute_output).
 template <class T>
 class GELU final : public Layer<T> {
  public:
@@ -71,6 +72,7 @@ class GELU final : public Layer<T> {
   void forward(const Forward<T>& f) const override;
   void backward(const Backward<T>& b) const override;
   double flops(int64_t batch) const override { return 12.0 * double(batch * n_); }
+  bool recompute_output() const override { return true; }
 
  private:
   int64_t n_ = 0;

@@ -105,6 +105,43 @@ TEST(Residual, GradientMatchesFiniteDifferences) {
   check_gradient({3}, {Linear(3, 4), Residual({Linear(4, 4), Tanh()}), Linear(4, 1)}, 2, 17);
 }
 
+// GELU that keeps its output as any other layer does: the twin of GELU's recomputation.
+template <class T>
+class KeptGelu final : public Layer<T> {
+ public:
+  std::string name() const override { return "KeptGelu"; }
+  Shape setup(const Shape& in) override { return g_.setup(in); }
+  void forward(const Forward<T>& f) const override { g_.forward(f); }
+  void backward(const Backward<T>& b) const override { g_.backward(b); }
+
+ private:
+  layers::GELU<T> g_;
+};
+
+TEST(Residual, RecomputesGeluBitForBitAndKeepsLess) {
+  const int64_t B = 5, C = 8, H = 4 * C;
+  auto model = [&](LayerSpec gelu) {
+    Rng rng(21, 0);
+    // Two blocks: the second's forward overwrites the scratch the first's GELU wrote.
+    return Sequential<float>({3, C}, {Linear(C, C), Residual({LayerNorm(C), Linear(C, H), gelu, Linear(H, C)}),
+                                      Residual({LayerNorm(C), Linear(C, H), gelu, Linear(H, C)})}, B, rng);
+  };
+  Sequential<float> redo = model(GELU()), kept = model(LayerSpec::of<KeptGelu>());
+  ASSERT_EQ(redo.num_params(), kept.num_params());
+  // The recomputed GELU's output (B x 3 positions x H values) is not among the block's saved values.
+  EXPECT_EQ(kept.layer(1).saved_size(B) - redo.layer(1).saved_size(B), B * 3 * H);
+  const std::vector<double> xd = randv(B * 3 * C, 22), dyd = randv(B * 3 * C, 23);
+  const std::vector<float> x(xd.begin(), xd.end()), dy(dyd.begin(), dyd.end());
+  for (int step = 0; step < 2; ++step) {  // the second backward accumulates
+    const float* y1 = redo.forward(x, B);
+    const float* y2 = kept.forward(x, B);
+    for (int64_t i = 0; i < B * 3 * C; ++i) ASSERT_EQ(y1[i], y2[i]) << i;
+    redo.backward(dy.data());
+    kept.backward(dy.data());
+    for (int64_t i = 0; i < redo.num_params(); ++i) ASSERT_EQ(redo.grads()[i], kept.grads()[i]) << "step " << step << ", " << i;
+  }
+}
+
 TEST(Residual, AddsItsInputAndNamesNestedParameters) {
   Rng rng(2, 0);
   Sequential<double> m({3}, {Residual({Linear(3, 3, false)})}, 1, rng);
