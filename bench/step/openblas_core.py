@@ -2,8 +2,8 @@
 """Which OpenBLAS kernel gives PyTorch (Debian's, BLAS_INFO=generic: the system OpenBLAS) its
 best on this CPU: the one OpenBLAS detects (OPENBLAS_CORETYPE unset), SkylakeX where the CPU has
 AVX-512, Haswell where it has AVX2. Each candidate runs in its own process: the product is
-checked against float64 first (a kernel that computes wrong results is reported and left out),
-then timed. Prints one JSON line: the best candidate ("" = as detected), the detected core's
+checked against float64 first (a kernel that computes wrong results, or a probe that fails, is
+reported with the reason and left out), then timed. Prints one JSON line: the best candidate ("" = as detected), the detected core's
 name, and every candidate's GFLOP/s or error.
 Usage: python3 bench/step/openblas_core.py [M N K]
 """
@@ -35,13 +35,19 @@ def probe(core, shape):
     env.pop("OPENBLAS_L2_SIZE", None)
     if core:
         env["OPENBLAS_CORETYPE"] = core
-    out = subprocess.run([sys.executable, "-c", PROBE, *shape], env=env, capture_output=True, text=True,
-                         timeout=120)
-    out = (out.stdout + " " + out.stderr).split()  # OPENBLAS_VERBOSE writes "Core: NAME" to stderr
+    try:
+        run = subprocess.run([sys.executable, "-c", PROBE, *shape], env=env, capture_output=True, text=True,
+                             timeout=300)
+    except subprocess.TimeoutExpired:
+        return "?", "no answer in 300 s"
+    out = (run.stdout + " " + run.stderr).split()  # OPENBLAS_VERBOSE writes "Core: NAME" to stderr
     detected = out[out.index("Core:") + 1] if "Core:" in out else "?"
     if "GFLOPS" in out:
         return detected, float(out[out.index("GFLOPS") + 1])
-    return detected, None
+    if "WRONG" in out:
+        return detected, "wrong results (max relative error %s)" % out[out.index("WRONG") + 1]
+    last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    return detected, "failed (exit %d: %s)" % (run.returncode, last)
 
 
 def main():
@@ -53,7 +59,7 @@ def main():
         name, gflops = probe(c, shape)
         if c == "":
             detected = name
-        results[c or "detected"] = gflops if gflops is not None else "wrong results"
+        results[c or "detected"] = gflops  # GFLOP/s, or why none
     ok = {c: results[c or "detected"] for c in candidates if isinstance(results[c or "detected"], float)}
     best = max(ok, key=ok.get) if ok else ""
     print(json.dumps({"best": best, "detected": detected, "gflops": results}))
