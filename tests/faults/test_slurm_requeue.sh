@@ -74,7 +74,7 @@ done
 job_ranks() {
   local p
   for p in $(pgrep -x poly_train); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$job" && echo "$p"
+    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURM_JOB_ID=$job" && echo "$p"
   done
 }
 # 1 if process $1 has SIGUSR1 (signal 10, bit 0x200) pending, for the thread or the process.
@@ -95,7 +95,23 @@ while [ "$(wc -w <<<"$ranks")" -ne 3 ] && [ $((SECONDS - t1)) -lt 60 ]; do
   ranks=$(job_ranks)
 done
 [ "$(wc -w <<<"$ranks")" -eq 3 ] || fail "expected the job's 3 ranks within 60 s, found: '$ranks'"
+# 0 once every thread of process $1 is stopped (state T). kill -STOP returns before that: a rank
+# not yet scheduled would still hold both signals pending and take SIGUSR1 (the lower number)
+# before it stops, so the check below would never see it pending (seen once on a loaded machine).
+all_stopped() {
+  local t
+  for t in /proc/"$1"/task/*/stat; do
+    [ "$(sed 's/^.*) //' "$t" 2>/dev/null | cut -d' ' -f1)" = T ] || return 1
+  done
+}
 for p in $ranks; do kill -STOP "$p"; done
+t1=$SECONDS
+for p in $ranks; do
+  until all_stopped "$p" || [ ! -d "/proc/$p" ]; do
+    [ $((SECONDS - t1)) -lt 60 ] || { fail "rank pid $p did not stop within 60 s of SIGSTOP"; break; }
+    sleep 0.05
+  done
+done
 scancel --batch --signal=USR1 "$job" || fail "scancel --batch --signal=USR1 failed"
 echo "froze ranks $(tr '\n' ' ' <<<"$ranks")and sent SIGUSR1 to the batch shell (the progress line came $((SECONDS - t0)) s after the submission)"
 t1=$SECONDS
